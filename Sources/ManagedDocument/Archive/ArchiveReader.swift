@@ -1,0 +1,90 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CArchive
+import Foundation
+import SystemPackage
+
+/// Reads a zip archive's entries and data through libarchive's seekable zip reader (entries from the central
+/// directory, data inflated and CRC-checked by libarchive).
+///
+/// Names and sizes it reports are untrusted; ``BundleReader`` checks them against the directory it validated.
+/// Not `Sendable`: a libarchive handle belongs to one task.
+final class ArchiveReader {
+    struct Header {
+        var rawName: [UInt8]
+        var isRegularFile: Bool
+        var isDirectory: Bool
+        var isEncrypted: Bool
+    }
+
+    private let handle: OpaquePointer  // struct archive *
+    private let path: FilePath
+    private(set) var currentName: String?
+
+    init(path: FilePath) throws {
+        guard let handle = archive_read_new() else { throw ArchiveFailure.outOfMemory }
+        self.handle = handle  // from here on deinit frees it, even if init throws
+        self.path = path
+        // > The seekable reader takes entries from the central directory; the streaming one guesses from local headers.
+        try check(archive_read_support_format_zip_seekable(handle), "enable the zip reader")
+        try check(path.withPlatformString { archive_read_open_filename(handle, $0, 1 << 16) }, "open the archive")
+    }
+
+    deinit { archive_read_free(handle) }
+
+    /// The next entry's header, or `nil` at the end of the archive (`ARCHIVE_EOF`).
+    func nextEntry() throws -> Header? {
+        var entry: OpaquePointer?
+        let status = archive_read_next_header(handle, &entry)
+        if status == ARCHIVE_EOF { return nil }
+        guard status == ARCHIVE_OK, let entry else {
+            throw failure(status, "read the next entry header", code: .corruptArchive)
+        }
+        var rawName: [UInt8] = []
+        if let name = archive_entry_pathname(entry) {
+            rawName = Array(UnsafeBufferPointer(start: UnsafeRawPointer(name).assumingMemoryBound(to: UInt8.self),
+                                                count: strlen(name)))
+        }
+        currentName = String(decoding: rawName, as: UTF8.self)
+        let type = UInt32(archive_entry_filetype(entry))
+        return Header(rawName: rawName, isRegularFile: type == carchive_ae_ifreg(),
+                      isDirectory: type == carchive_ae_ifdir(), isEncrypted: archive_entry_is_encrypted(entry) != 0)
+    }
+
+    /// Reads the current entry's next bytes; 0 at its end. A CRC mismatch throws ``DocumentError/Code/checksumMismatch``.
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        let count = archive_read_data(handle, buffer.baseAddress, buffer.count)
+        if count >= 0 { return count }
+        // > A bad CRC is ARCHIVE_WARN at the end of the entry's data: treat WARN from data calls as failure.
+        if Int32(count) == ARCHIVE_WARN {
+            throw failure(ARCHIVE_WARN, "read the entry's data", code: .checksumMismatch)
+        }
+        throw failure(Int32(count), "read the entry's data", code: .corruptArchive)
+    }
+
+    private func check(_ status: Int32, _ operation: String) throws {
+        guard status != ARCHIVE_OK else { return }
+        throw failure(status, operation, code: .corruptArchive)
+    }
+
+    private func failure(_ status: Int32, _ operation: String, code: DocumentError.Code) -> DocumentError {
+        let underlying = ArchiveFailure(status: status, operation: operation, handle: handle)
+        let message = underlying.message ?? ""
+        var code = code
+        var reason = "the archive is damaged; restore it from a backup"
+        if code == .checksumMismatch || message.localizedCaseInsensitiveContains("crc") {
+            code = .checksumMismatch
+            reason = "the entry's CRC-32 does not match its data; the bundle is damaged, restore it from a backup"
+        } else if message.localizedCaseInsensitiveContains("truncated") {
+            code = .truncatedArchive
+            reason = "the archive ends before the entry's data does; the bundle is truncated"
+        } else if underlying.errno != 0 && status == ARCHIVE_FATAL && message.isEmpty {
+            code = .ioFailure
+            reason = "cannot read the archive"
+        }
+        return DocumentError(code, path: path, entry: currentName, reason: reason, underlyingError: underlying)
+    }
+}

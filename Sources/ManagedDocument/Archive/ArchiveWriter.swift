@@ -1,0 +1,256 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CArchive
+import Crypto
+import SystemPackage
+
+/// What the writer learned about an entry while writing it.
+struct EntryDigest: Equatable, Sendable {
+    var name: String
+    var size: Int64
+    var sha256: String
+}
+
+/// Streams a zip archive through libarchive whose first entry is a bare `mimetype` entry.
+///
+/// Debian's libarchive 3.6.2 writes an extra field and a data descriptor for every entry, so the writer lays down
+/// the `mimetype` entry's 30 + 8 + n bytes itself (content at byte 38), hands libarchive the rest of the file as a
+/// stream starting after them, and at the end rewrites the central directory libarchive produced: the `mimetype`
+/// record first, every local-header offset moved by the prefix, end records (zip64 when needed) computed anew.
+///
+/// Not `Sendable`: a libarchive handle belongs to one task.
+final class ArchiveWriter {
+    private let handle: OpaquePointer  // struct archive *
+    private let sink: Sink
+    private let path: FilePath
+    private var entryNames: [String] = []
+    private let modificationTime: Int64
+    private let mimetypeRecord: ZipCentralRecord
+    private var isFinished = false
+
+    /// - Parameters:
+    ///   - descriptor: an open, empty file; the writer writes sequentially from offset 0 and does not close it.
+    ///   - path: the file's path, for errors.
+    ///   - mediaType: the `mimetype` entry's content.
+    ///   - deflateLevel: 1...9 for deflate; 0 stores every entry.
+    ///   - modificationTime: seconds since 1970 recorded for every entry.
+    init(descriptor: FileDescriptor, path: FilePath, mediaType: String, deflateLevel: Int,
+         modificationTime: Int64) throws {
+        precondition((0...9).contains(deflateLevel), "deflate level must be 0...9")
+        guard let handle = archive_write_new() else { throw ArchiveFailure.outOfMemory }
+        self.handle = handle  // from here on deinit frees it, even if init throws
+        self.path = path
+        self.modificationTime = modificationTime
+        self.deflateLevel = deflateLevel
+        self.sink = Sink(descriptor: descriptor, path: path)
+
+        let name = Array(BundleLayout.mimetype.utf8)
+        let content = Array(mediaType.utf8)
+        var crc = CRC32()
+        crc.update(content)
+        let dos = dosDateTime(secondsSince1970: modificationTime)
+        let prefix = ZipLocalHeader.encodeStored(
+            name: name, content: content, crc32: crc.value, time: dos.time, date: dos.date)
+        var record = ZipCentralRecord()
+        record.versionNeeded = 10
+        record.modificationTime = dos.time
+        record.modificationDate = dos.date
+        record.crc32 = crc.value
+        record.compressedSize = UInt64(content.count)
+        record.uncompressedSize = UInt64(content.count)
+        record.externalAttributes = UInt32(0o100644) << 16
+        record.name = name
+        self.mimetypeRecord = record
+        sink.prefixLength = UInt64(prefix.count)
+        try sink.write(prefix)
+
+        try check(archive_write_set_format_zip(handle), "select the zip format")
+        // > archive_write_set_bytes_per_block(0): "the archive is written unbuffered", so every byte written
+        // > before archive_write_close() reaches the callback before the central directory does.
+        try check(archive_write_set_bytes_per_block(handle, 0), "disable output blocking")
+        if deflateLevel > 0 {
+            try check(archive_write_set_format_option(handle, "zip", "compression-level", "\(deflateLevel)"),
+                      "set the deflate level")
+        } else {
+            try check(archive_write_set_format_option(handle, "zip", "compression", "store"), "select storing")
+        }
+        let client = Unmanaged.passUnretained(sink).toOpaque()
+        try check(archive_write_open2(handle, client, nil, { _, client, buffer, length in
+            guard let client, let buffer else { return -1 }
+            let sink = Unmanaged<Sink>.fromOpaque(client).takeUnretainedValue()
+            do {
+                try sink.write(UnsafeRawBufferPointer(start: buffer, count: length))
+                return la_ssize_t(length)
+            } catch {
+                sink.failure = error
+                return -1
+            }
+        }, nil, nil), "open the archive for writing")
+    }
+
+    private let deflateLevel: Int
+
+    deinit { archive_write_free(handle) }
+
+    /// Adds an entry, pulling its bytes from `read` until it returns 0, hashing them on the way.
+    ///
+    /// - Parameters:
+    ///   - name: the entry name (already validated against the format).
+    ///   - size: the exact number of bytes `read` will produce.
+    ///   - compressed: deflate (at the writer's level) or store.
+    ///   - read: fills the buffer and returns how many bytes it wrote; 0 at the end.
+    @discardableResult
+    func addEntry(named name: String, size: Int64, compressed: Bool,
+                  read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> EntryDigest {
+        precondition(!isFinished, "entry added after finish()")
+        guard let entry = archive_entry_new() else { throw ArchiveFailure.outOfMemory }
+        defer { archive_entry_free(entry) }
+        archive_entry_set_pathname_utf8(entry, name)
+        archive_entry_set_filetype(entry, carchive_ae_ifreg())
+        archive_entry_set_perm(entry, 0o644)
+        // > Call archive_entry_set_size before archive_write_header: without it every entry becomes zip64.
+        archive_entry_set_size(entry, size)
+        archive_entry_set_mtime(entry, time_t(modificationTime), 0)
+        if compressed && deflateLevel > 0 {
+            try check(archive_write_zip_set_compression_deflate(handle), "select deflate for \(name)")
+        } else {
+            try check(archive_write_zip_set_compression_store(handle), "select storing for \(name)")
+        }
+        try check(archive_write_header(handle, entry), "write the header of \(name)")
+
+        var hasher = SHA256()
+        var written: Int64 = 0
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let count = try read(buffer)
+            if count == 0 { break }
+            guard written + Int64(count) <= size else {
+                throw DocumentError(.sizeMismatch, path: path, entry: name,
+                                    reason: "the source grew while it was being packed; nothing was replaced")
+            }
+            let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+            hasher.update(bufferPointer: chunk)
+            var offset = 0
+            while offset < count {
+                let result = archive_write_data(handle, chunk.baseAddress! + offset, count - offset)
+                if result <= 0 {
+                    if let failure = sink.failure { throw failure }
+                    throw wrap(ArchiveFailure(status: Int32(result), operation: "write the data of \(name)",
+                                              handle: handle))
+                }
+                offset += result
+            }
+            written += Int64(count)
+        }
+        guard written == size else {
+            throw DocumentError(.sizeMismatch, path: path, entry: name,
+                                reason: "the source shrank while it was being packed; nothing was replaced")
+        }
+        try check(archive_write_finish_entry(handle), "finish \(name)")
+        entryNames.append(name)
+        return EntryDigest(name: name, size: size, sha256: hasher.finalize().hexString)
+    }
+
+    /// Adds an entry from bytes in memory.
+    @discardableResult
+    func addEntry(named name: String, bytes: [UInt8], compressed: Bool) throws -> EntryDigest {
+        var offset = 0
+        return try addEntry(named: name, size: Int64(bytes.count), compressed: compressed) { buffer in
+            let count = min(buffer.count, bytes.count - offset)
+            bytes.withUnsafeBytes { source in
+                buffer.baseAddress!.copyMemory(from: source.baseAddress! + offset, byteCount: count)
+            }
+            offset += count
+            return count
+        }
+    }
+
+    /// Writes the central directory and end records. The descriptor is left open and not yet synced.
+    func finish() throws {
+        precondition(!isFinished, "finish() called twice")
+        isFinished = true
+        sink.isCapturing = true
+        try check(archive_write_close(handle), "write the central directory")
+        sink.isCapturing = false
+        let prefix = sink.prefixLength
+        let directoryOffset = sink.physicalOffset
+        let decoded: [ZipCentralRecord]
+        do {
+            decoded = try ZipCentralDirectory.decode(sink.captured, count: UInt64(entryNames.count)).records
+        } catch let failure as ZipStructureFailure {
+            throw DocumentError(.ioFailure, path: path,
+                                reason: "libarchive wrote an unexpected central directory: \(failure.message)")
+        }
+        var directory = mimetypeRecord.encoded()
+        for var record in decoded {
+            record.localHeaderOffset += prefix
+            directory += record.encoded()
+        }
+        try sink.write(directory)
+        try sink.write(ZipEndRecord.encode(entryCount: UInt64(decoded.count + 1),
+                                           directorySize: UInt64(directory.count),
+                                           directoryOffset: directoryOffset))
+        try sink.flush()
+    }
+
+    private func check(_ status: Int32, _ operation: String) throws {
+        guard status != ARCHIVE_OK else { return }
+        if let failure = sink.failure { throw failure }
+        throw wrap(ArchiveFailure(status: status, operation: operation, handle: handle))
+    }
+
+    private func wrap(_ failure: ArchiveFailure) -> DocumentError {
+        DocumentError(.ioFailure, path: path, reason: "cannot write the archive", underlyingError: failure)
+    }
+}
+
+/// Where libarchive's bytes go: a 1 MiB buffer in front of the file, or, while the directory is written, memory.
+private final class Sink {
+    let descriptor: FileDescriptor
+    let path: FilePath
+    var prefixLength: UInt64 = 0
+    /// Bytes written to the file (or buffered for it) so far.
+    private(set) var physicalOffset: UInt64 = 0
+    var isCapturing = false
+    var captured: [UInt8] = []
+    var failure: (any Error)?
+    private var buffer: [UInt8] = []
+    private let bufferLimit = 1 << 20
+
+    init(descriptor: FileDescriptor, path: FilePath) {
+        self.descriptor = descriptor
+        self.path = path
+        buffer.reserveCapacity(bufferLimit)
+    }
+
+    func write(_ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { try write($0) }
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        if isCapturing {
+            captured.append(contentsOf: bytes)
+            guard captured.count <= 256 << 20 else {
+                throw DocumentError(.limitExceeded, path: path, reason: "the central directory is larger than 256 MiB")
+            }
+            return
+        }
+        physicalOffset += UInt64(bytes.count)
+        if buffer.count + bytes.count > bufferLimit { try flush() }
+        if bytes.count >= bufferLimit {
+            try FileSystem.writeAll(descriptor, bytes, path: path)
+        } else {
+            buffer.append(contentsOf: bytes)
+        }
+    }
+
+    func flush() throws {
+        guard !buffer.isEmpty else { return }
+        try buffer.withUnsafeBytes { try FileSystem.writeAll(descriptor, $0, path: path) }
+        buffer.removeAll(keepingCapacity: true)
+    }
+}

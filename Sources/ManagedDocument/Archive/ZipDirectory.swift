@@ -1,0 +1,365 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// The zip central directory and end records (PKWARE APPNOTE 6.3.x, sections 4.3.12 to 4.3.16).
+//
+// libarchive reads and writes entries; it does not expose where an entry's bytes lie, nor can Debian's 3.6.2 write
+// a first entry without an extra field. This file covers exactly those two gaps: the writer rewrites the directory
+// libarchive produced so that it starts with the `mimetype` entry the writer laid down itself, and the reader checks
+// the directory's structure (offsets, overlaps, sizes, flags) before libarchive inflates a single byte.
+
+/// One central-directory file header, with zip64 values already resolved to 64 bits.
+struct ZipCentralRecord: Equatable {
+    var versionMadeBy: UInt16 = 0x031E  // Unix, APPNOTE 3.0
+    var versionNeeded: UInt16 = 20
+    var flags: UInt16 = 0
+    var method: UInt16 = 0
+    var modificationTime: UInt16 = 0
+    var modificationDate: UInt16 = 0x21  // 1980-01-01
+    var crc32: UInt32 = 0
+    var compressedSize: UInt64 = 0
+    var uncompressedSize: UInt64 = 0
+    var diskStart: UInt32 = 0
+    var internalAttributes: UInt16 = 0
+    var externalAttributes: UInt32 = 0
+    var localHeaderOffset: UInt64 = 0
+    var name: [UInt8] = []
+    /// Extra fields other than zip64 (0x0001), which is derived when the record is encoded.
+    var extraFields: [ZipExtraField] = []
+    var comment: [UInt8] = []
+
+    static let signature: UInt32 = 0x0201_4b50
+    static let fixedSize = 46
+
+    var isEncrypted: Bool { flags & 0x0001 != 0 || flags & 0x0040 != 0 }
+    var hasDataDescriptor: Bool { flags & 0x0008 != 0 }
+    /// The Unix file type from the external attributes, when the entry was made on Unix (`S_IFMT` bits).
+    var unixFileType: UInt32? {
+        (versionMadeBy >> 8) == 3 ? (externalAttributes >> 16) & 0o170000 : nil
+    }
+
+    /// Encodes the record, adding a zip64 extra field for the values that need 64 bits.
+    func encoded() -> [UInt8] {
+        let max32 = UInt64(UInt32.max)
+        var zip64: [UInt8] = []
+        if uncompressedSize >= max32 { zip64.appendLE(uncompressedSize) }
+        if compressedSize >= max32 { zip64.appendLE(compressedSize) }
+        if localHeaderOffset >= max32 { zip64.appendLE(localHeaderOffset) }
+        var extra: [UInt8] = []
+        if !zip64.isEmpty {
+            extra.appendLE(UInt16(0x0001))
+            extra.appendLE(UInt16(zip64.count))
+            extra += zip64
+        }
+        for field in extraFields {
+            extra.appendLE(field.id)
+            extra.appendLE(UInt16(field.data.count))
+            extra += field.data
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(Self.fixedSize + name.count + extra.count + comment.count)
+        out.appendLE(Self.signature)
+        out.appendLE(versionMadeBy)
+        out.appendLE(zip64.isEmpty ? versionNeeded : max(versionNeeded, 45))
+        out.appendLE(flags)
+        out.appendLE(method)
+        out.appendLE(modificationTime)
+        out.appendLE(modificationDate)
+        out.appendLE(crc32)
+        out.appendLE(UInt32(min(compressedSize, max32)))
+        out.appendLE(UInt32(min(uncompressedSize, max32)))
+        out.appendLE(UInt16(name.count))
+        out.appendLE(UInt16(extra.count))
+        out.appendLE(UInt16(comment.count))
+        out.appendLE(UInt16(diskStart))
+        out.appendLE(internalAttributes)
+        out.appendLE(externalAttributes)
+        out.appendLE(UInt32(min(localHeaderOffset, max32)))
+        out += name
+        out += extra
+        out += comment
+        return out
+    }
+}
+
+struct ZipExtraField: Equatable {
+    var id: UInt16
+    var data: [UInt8]
+}
+
+/// Why a directory could not be parsed; the caller turns it into a ``DocumentError`` naming the file.
+struct ZipStructureFailure: Error {
+    enum Kind { case notZip, corrupt, truncated, limit }
+    var kind: Kind
+    var message: String
+}
+
+/// The end of central directory, zip64 records resolved.
+struct ZipEndRecord {
+    var entryCount: UInt64
+    var directorySize: UInt64
+    var directoryOffset: UInt64
+    /// Where the end records start (the zip64 end record when there is one): the directory must end here.
+    var endRecordsOffset: UInt64
+    /// Whether zip64 end records are present.
+    var isZIP64 = false
+
+    static let signature: UInt32 = 0x0605_4b50
+    static let zip64Signature: UInt32 = 0x0606_4b50
+    static let zip64LocatorSignature: UInt32 = 0x0706_4b50
+
+    /// Encodes the end records for a directory, with zip64 records when any value needs them.
+    static func encode(entryCount: UInt64, directorySize: UInt64, directoryOffset: UInt64) -> [UInt8] {
+        var out: [UInt8] = []
+        let needsZip64 = entryCount >= 0xFFFF || directorySize >= 0xFFFF_FFFF || directoryOffset >= 0xFFFF_FFFF
+        if needsZip64 {
+            let zip64Offset = directoryOffset + directorySize
+            out.appendLE(zip64Signature)
+            out.appendLE(UInt64(44))
+            out.appendLE(UInt16(0x032D))  // made by Unix, 4.5
+            out.appendLE(UInt16(45))
+            out.appendLE(UInt32(0))
+            out.appendLE(UInt32(0))
+            out.appendLE(entryCount)
+            out.appendLE(entryCount)
+            out.appendLE(directorySize)
+            out.appendLE(directoryOffset)
+            out.appendLE(zip64LocatorSignature)
+            out.appendLE(UInt32(0))
+            out.appendLE(zip64Offset)
+            out.appendLE(UInt32(1))
+        }
+        out.appendLE(signature)
+        out.appendLE(UInt16(0))
+        out.appendLE(UInt16(0))
+        out.appendLE(UInt16(min(entryCount, 0xFFFF)))
+        out.appendLE(UInt16(min(entryCount, 0xFFFF)))
+        out.appendLE(UInt32(min(directorySize, 0xFFFF_FFFF)))
+        out.appendLE(UInt32(min(directoryOffset, 0xFFFF_FFFF)))
+        out.appendLE(UInt16(0))
+        return out
+    }
+
+    /// Finds and decodes the end records from the file's tail.
+    ///
+    /// - Parameters:
+    ///   - fileSize: the archive's size in bytes.
+    ///   - read: reads `count` bytes at an offset (fewer only at the end of the file).
+    static func locate(fileSize: UInt64, read: (UInt64, Int) throws -> [UInt8]) throws -> ZipEndRecord {
+        guard fileSize >= 22 else { throw ZipStructureFailure(kind: .notZip, message: "too short to be a zip archive") }
+        let tailLength = Int(min(fileSize, 22 + 0xFFFF))
+        let tailStart = fileSize - UInt64(tailLength)
+        let tail = try read(tailStart, tailLength)
+        guard tail.count == tailLength else { throw ZipStructureFailure(kind: .truncated, message: "short read") }
+        var position = tailLength - 22
+        var found: Int?
+        while position >= 0 {
+            if tail.readLE32(at: position) == signature,
+               Int(tail.readLE16(at: position + 20)) == tailLength - position - 22 {
+                found = position
+                break
+            }
+            position -= 1
+        }
+        guard let eocd = found else {
+            throw ZipStructureFailure(kind: .notZip, message: "no end-of-central-directory record")
+        }
+        let disk = tail.readLE16(at: eocd + 4), directoryDisk = tail.readLE16(at: eocd + 6)
+        guard disk == 0, directoryDisk == 0 else {
+            throw ZipStructureFailure(kind: .corrupt, message: "multi-volume archives are not supported")
+        }
+        var record = ZipEndRecord(
+            entryCount: UInt64(tail.readLE16(at: eocd + 10)),
+            directorySize: UInt64(tail.readLE32(at: eocd + 12)),
+            directoryOffset: UInt64(tail.readLE32(at: eocd + 16)),
+            endRecordsOffset: tailStart + UInt64(eocd))
+        // A zip64 locator sits right before the end record.
+        let locatorOffset = tailStart + UInt64(eocd) - 20
+        if tailStart + UInt64(eocd) >= 20 {
+            let locator = try read(locatorOffset, 20)
+            if locator.count == 20, locator.readLE32(at: 0) == zip64LocatorSignature {
+                let zip64Offset = locator.readLE64(at: 8)
+                guard zip64Offset + 56 <= locatorOffset else {
+                    throw ZipStructureFailure(kind: .corrupt, message: "zip64 end record outside the file")
+                }
+                let zip64 = try read(zip64Offset, 56)
+                guard zip64.count == 56, zip64.readLE32(at: 0) == zip64Signature else {
+                    throw ZipStructureFailure(kind: .corrupt, message: "bad zip64 end record signature")
+                }
+                guard zip64.readLE32(at: 16) == 0, zip64.readLE32(at: 20) == 0 else {
+                    throw ZipStructureFailure(kind: .corrupt, message: "multi-volume archives are not supported")
+                }
+                record.entryCount = zip64.readLE64(at: 32)
+                record.directorySize = zip64.readLE64(at: 40)
+                record.directoryOffset = zip64.readLE64(at: 48)
+                record.endRecordsOffset = zip64Offset
+                record.isZIP64 = true
+            }
+        }
+        let (end, overflow) = record.directoryOffset.addingReportingOverflow(record.directorySize)
+        guard !overflow, end <= record.endRecordsOffset else {
+            throw ZipStructureFailure(kind: .corrupt, message: "central directory lies outside the file")
+        }
+        guard end == record.endRecordsOffset else {
+            throw ZipStructureFailure(kind: .corrupt, message: "unexpected bytes between the central directory and its end record")
+        }
+        return record
+    }
+}
+
+enum ZipCentralDirectory {
+    /// Decodes `count` records (or all of them when `count` is nil) from the start of `bytes`.
+    ///
+    /// - Returns: the records and the number of bytes they took.
+    static func decode(_ bytes: [UInt8], count: UInt64?) throws -> (records: [ZipCentralRecord], length: Int) {
+        var records: [ZipCentralRecord] = []
+        var position = 0
+        while count.map({ UInt64(records.count) < $0 }) ?? true {
+            guard position + ZipCentralRecord.fixedSize <= bytes.count else {
+                if count == nil { break }
+                throw ZipStructureFailure(kind: .corrupt, message: "central directory is shorter than its entry count")
+            }
+            guard bytes.readLE32(at: position) == ZipCentralRecord.signature else {
+                if count == nil { break }
+                throw ZipStructureFailure(kind: .corrupt, message: "bad central directory signature")
+            }
+            var record = ZipCentralRecord()
+            record.versionMadeBy = bytes.readLE16(at: position + 4)
+            record.versionNeeded = bytes.readLE16(at: position + 6)
+            record.flags = bytes.readLE16(at: position + 8)
+            record.method = bytes.readLE16(at: position + 10)
+            record.modificationTime = bytes.readLE16(at: position + 12)
+            record.modificationDate = bytes.readLE16(at: position + 14)
+            record.crc32 = bytes.readLE32(at: position + 16)
+            record.compressedSize = UInt64(bytes.readLE32(at: position + 20))
+            record.uncompressedSize = UInt64(bytes.readLE32(at: position + 24))
+            let nameLength = Int(bytes.readLE16(at: position + 28))
+            let extraLength = Int(bytes.readLE16(at: position + 30))
+            let commentLength = Int(bytes.readLE16(at: position + 32))
+            record.diskStart = UInt32(bytes.readLE16(at: position + 34))
+            record.internalAttributes = bytes.readLE16(at: position + 36)
+            record.externalAttributes = bytes.readLE32(at: position + 38)
+            record.localHeaderOffset = UInt64(bytes.readLE32(at: position + 42))
+            let nameStart = position + ZipCentralRecord.fixedSize
+            let end = nameStart + nameLength + extraLength + commentLength
+            guard end <= bytes.count else {
+                throw ZipStructureFailure(kind: .corrupt, message: "central directory record runs past its end")
+            }
+            record.name = Array(bytes[nameStart..<nameStart + nameLength])
+            let extra = Array(bytes[nameStart + nameLength..<nameStart + nameLength + extraLength])
+            record.comment = Array(bytes[nameStart + nameLength + extraLength..<end])
+            try decodeExtraFields(extra, into: &record)
+            guard record.diskStart == 0 else {
+                throw ZipStructureFailure(kind: .corrupt, message: "multi-volume archives are not supported")
+            }
+            records.append(record)
+            position = end
+        }
+        return (records, position)
+    }
+
+    private static func decodeExtraFields(_ extra: [UInt8], into record: inout ZipCentralRecord) throws {
+        var position = 0
+        while position + 4 <= extra.count {
+            let id = extra.readLE16(at: position)
+            let length = Int(extra.readLE16(at: position + 2))
+            guard position + 4 + length <= extra.count else {
+                throw ZipStructureFailure(kind: .corrupt, message: "extra field runs past its record")
+            }
+            let data = Array(extra[position + 4..<position + 4 + length])
+            if id == 0x0001 {
+                var cursor = 0
+                func next(_ value: inout UInt64) throws {
+                    guard value == 0xFFFF_FFFF else { return }
+                    guard cursor + 8 <= data.count else {
+                        throw ZipStructureFailure(kind: .corrupt, message: "zip64 extra field is too short")
+                    }
+                    value = data.readLE64(at: cursor)
+                    cursor += 8
+                }
+                try next(&record.uncompressedSize)
+                try next(&record.compressedSize)
+                try next(&record.localHeaderOffset)
+            } else {
+                record.extraFields.append(ZipExtraField(id: id, data: data))
+            }
+            position += 4 + length
+        }
+    }
+}
+
+/// The fixed part of a local file header (APPNOTE 4.3.7).
+struct ZipLocalHeader {
+    static let signature: UInt32 = 0x0403_4b50
+    static let fixedSize = 30
+
+    var flags: UInt16
+    var method: UInt16
+    var crc32: UInt32
+    var compressedSize: UInt32
+    var uncompressedSize: UInt32
+    var nameLength: Int
+    var extraLength: Int
+
+    init?(_ bytes: [UInt8]) {
+        guard bytes.count >= Self.fixedSize, bytes.readLE32(at: 0) == Self.signature else { return nil }
+        flags = bytes.readLE16(at: 6)
+        method = bytes.readLE16(at: 8)
+        crc32 = bytes.readLE32(at: 14)
+        compressedSize = bytes.readLE32(at: 18)
+        uncompressedSize = bytes.readLE32(at: 22)
+        nameLength = Int(bytes.readLE16(at: 26))
+        extraLength = Int(bytes.readLE16(at: 28))
+    }
+
+    /// A stored entry with no extra field and no data descriptor: the `mimetype` entry of a bundle.
+    static func encodeStored(name: [UInt8], content: [UInt8], crc32: UInt32, time: UInt16, date: UInt16) -> [UInt8] {
+        var out: [UInt8] = []
+        out.appendLE(signature)
+        out.appendLE(UInt16(10))  // version needed: 1.0, stored
+        out.appendLE(UInt16(0))  // flags
+        out.appendLE(UInt16(0))  // method: stored
+        out.appendLE(time)
+        out.appendLE(date)
+        out.appendLE(crc32)
+        out.appendLE(UInt32(content.count))
+        out.appendLE(UInt32(content.count))
+        out.appendLE(UInt16(name.count))
+        out.appendLE(UInt16(0))
+        out += name
+        out += content
+        return out
+    }
+}
+
+extension Array where Element == UInt8 {
+    mutating func appendLE<T: FixedWidthInteger>(_ value: T) {
+        Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
+    }
+
+    func readLE16(at offset: Int) -> UInt16 {
+        UInt16(self[offset]) | UInt16(self[offset + 1]) << 8
+    }
+
+    func readLE32(at offset: Int) -> UInt32 {
+        UInt32(readLE16(at: offset)) | UInt32(readLE16(at: offset + 2)) << 16
+    }
+
+    func readLE64(at offset: Int) -> UInt64 {
+        UInt64(readLE32(at: offset)) | UInt64(readLE32(at: offset + 4)) << 32
+    }
+}
+
+/// DOS date and time (APPNOTE 4.4.6), as zip stores a modification time.
+func dosDateTime(secondsSince1970 seconds: Int64) -> (time: UInt16, date: UInt16) {
+    var t = time_t(seconds)
+    var parts = tm()
+    gmtime_r(&t, &parts)
+    let year = max(Int(parts.tm_year) + 1900, 1980)
+    let date = UInt16((year - 1980) << 9 | (Int(parts.tm_mon) + 1) << 5 | Int(parts.tm_mday))
+    let time = UInt16(Int(parts.tm_hour) << 11 | Int(parts.tm_min) << 5 | Int(parts.tm_sec) / 2)
+    return (time, date)
+}

@@ -1,0 +1,253 @@
+import Crypto
+import Foundation
+import SystemPackage
+
+/// Where ``BundleReader/extract(into:)`` put a bundle's content.
+public struct ExtractedBundle: Sendable {
+    /// The folder everything was extracted into, laid out as in the bundle.
+    public var directory: FilePath
+    /// The SQLite store, `<directory>/StoreContent/persistentStore`.
+    public var store: FilePath { directory.appending(BundleLayout.store) }
+    /// The Core Data external-data folder, when the bundle has one.
+    public var externalData: FilePath?
+    /// The additional-content folder, when the bundle has one.
+    public var additionalContent: FilePath?
+}
+
+/// What ``BundleReader/verify(full:workingDirectory:)`` checked and found.
+public struct VerificationReport: Sendable, Codable, Equatable {
+    /// Entries whose CRC-32, size and SHA-256 were checked.
+    public var entryCount: Int
+    /// Bytes inflated.
+    public var uncompressedBytes: UInt64
+    /// `integrity_check` (full) or `quick_check`.
+    public var sqliteCheck: String
+    /// Row count per table of the store.
+    public var rowCounts: [String: Int]
+}
+
+extension BundleReader {
+    /// Extracts the store, external data and additional content into `directory`, checking as it streams.
+    ///
+    /// `directory` must not exist or be empty; it is created. Each entry's bytes are counted against the size its
+    /// header declares (so a deflate bomb stops within one buffer of it), hashed, and compared with the metadata's
+    /// SHA-256; libarchive checks each CRC-32. On any failure the files written so far are removed.
+    ///
+    /// - Returns: where the store and folders are.
+    /// - Throws: ``DocumentError`` with ``DocumentError/Code/checksumMismatch``,
+    ///   ``DocumentError/Code/sizeMismatch``, ``DocumentError/Code/notSQLite``,
+    ///   ``DocumentError/Code/corruptArchive``, ``DocumentError/Code/truncatedArchive`` or
+    ///   ``DocumentError/Code/ioFailure``.
+    @discardableResult
+    public func extract(into directory: FilePath) throws -> ExtractedBundle {
+        let created = try Self.prepareEmptyDirectory(directory)
+        do {
+            try streamEntries(into: directory) { _ in true }
+        } catch {
+            if created {
+                try? FileSystem.removeTree(directory)  // Cleanup after a first error; the error is what counts.
+            } else {
+                for name in (try? FileSystem.contentsOfDirectory(directory)) ?? [] {
+                    try? FileSystem.removeTree(directory.appending(name))  // Cleanup after a first error.
+                }
+            }
+            throw error
+        }
+        let external = directory.appending(BundleLayout.externalDataPrefix)
+        let additional = directory.appending(BundleLayout.additionalContentPrefix)
+        return ExtractedBundle(directory: directory,
+                               externalData: FileSystem.isDirectory(external) ? external : nil,
+                               additionalContent: FileSystem.isDirectory(additional) ? additional : nil)
+    }
+
+    /// Inflates every entry without writing anything, checking CRC-32s, sizes, SHA-256s and the store's header.
+    ///
+    /// This is the re-read a writer does before it renames a new bundle into place.
+    public func verifyEntries() throws {
+        try streamEntries(into: nil) { _ in false }
+    }
+
+    /// Checks everything the reader checks, then the store with SQLite: `PRAGMA integrity_check` when `full`,
+    /// `PRAGMA quick_check` otherwise, and the store's page size, `user_version` and schema against the metadata.
+    ///
+    /// The store is inflated into a private folder inside `workingDirectory` (default: the system's temporary
+    /// folder) and removed afterwards. The bundle is never changed.
+    public func verify(full: Bool, workingDirectory: FilePath? = nil) throws -> VerificationReport {
+        let parent = workingDirectory ?? FilePath(FileManager.default.temporaryDirectory.path)
+        let scratch = try FileSystem.makeTemporaryDirectory(in: parent, prefix: ".verify-")
+        defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the verdict is what counts.
+        let uncompressed = try streamEntries(into: scratch) { $0.role == .store }
+        let store = scratch.appending(BundleLayout.store)
+        let facts = try StoreInspector.inspectSelfContained(store, fullCheck: full, bundle: path,
+                                                            entry: BundleLayout.store)
+        try checkStoreFacts(facts)
+        return VerificationReport(entryCount: entries.filter { !$0.isDirectory }.count,
+                                  uncompressedBytes: uncompressed,
+                                  sqliteCheck: full ? "integrity_check" : "quick_check", rowCounts: facts.rowCounts)
+    }
+
+    /// Compares what SQLite says about the extracted store with what the metadata says.
+    func checkStoreFacts(_ facts: StoreFacts) throws {
+        func mismatch(_ what: String, _ said: String, _ found: String) -> DocumentError {
+            DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
+                          reason: "the metadata says \(what) \(said) but the store has \(found); the metadata lies")
+        }
+        let store = metadata.store
+        if store.pageSize != facts.pageSize { throw mismatch("page size", "\(store.pageSize)", "\(facts.pageSize)") }
+        if store.userVersion != facts.userVersion {
+            throw mismatch("user_version", "\(store.userVersion)", "\(facts.userVersion)")
+        }
+        if store.schemaFingerprint != facts.schemaFingerprint {
+            throw mismatch("schema fingerprint", store.schemaFingerprint, facts.schemaFingerprint)
+        }
+    }
+
+    /// Streams every entry through libarchive; entries for which `shouldWrite` is true go into `directory`.
+    ///
+    /// - Returns: the number of bytes inflated.
+    @discardableResult
+    func streamEntries(into directory: FilePath?, shouldWrite: (BundleEntry) -> Bool) throws -> UInt64 {
+        var byName: [String: BundleEntry] = [:]
+        for entry in entries { byName[entry.name] = entry }
+        var expected: [String: String] = [BundleLayout.store: metadata.store.sha256]
+        for entry in metadata.entries { expected[entry.name] = entry.sha256 }
+
+        let archive = try ArchiveReader(path: path)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        var seen = Set<String>()
+        var inflated: UInt64 = 0
+        while let header = try archive.nextEntry() {
+            guard let name = String(validating: header.rawName, as: UTF8.self), let entry = byName[name],
+                  seen.insert(name).inserted
+            else {
+                throw DocumentError.corrupt("libarchive reads an entry the central directory does not list",
+                                            path: path, entry: String(decoding: header.rawName, as: UTF8.self))
+            }
+            if header.isEncrypted {
+                throw DocumentError(.encryptedEntry, path: path, entry: name, reason: "is encrypted; bundles never are")
+            }
+            if entry.isDirectory { continue }
+            guard header.isRegularFile else {
+                throw DocumentError(.nonRegularEntry, path: path, entry: name,
+                                    reason: "is not a regular file; bundles hold only regular files")
+            }
+            if entry.role == .mimetype || entry.role == .metadata { continue }  // checked when the reader opened
+
+            var output: FileDescriptor?
+            var outputPath: FilePath?
+            if let directory, shouldWrite(entry) {
+                let target = directory.appending(name)
+                try FileSystem.createDirectory(target.removingLastComponent())
+                do {
+                    output = try FileDescriptor.open(target, .writeOnly, options: [.create, .exclusiveCreate, .noFollow],
+                                                     permissions: [.ownerReadWrite, .groupRead, .otherRead])
+                } catch let error as Errno {
+                    throw DocumentError(.cannotCreate, path: target, entry: name,
+                                        reason: "cannot create the extracted file", underlyingError: error)
+                }
+                outputPath = target
+            }
+            defer { try? output?.close() }  // Squash close error: a failed write was already reported.
+            var hasher = SHA256()
+            var written: UInt64 = 0
+            var head: [UInt8] = []
+            while true {
+                let count = try archive.read(into: buffer)
+                if count == 0 { break }
+                written += UInt64(count)
+                guard written <= entry.size else {
+                    throw DocumentError(.sizeMismatch, path: path, entry: name,
+                                        reason: "inflates to more than the \(entry.size) bytes its header declares (a zip bomb, or damage); stopped")
+                }
+                let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+                hasher.update(bufferPointer: chunk)
+                if head.count < 16 { head.append(contentsOf: chunk.prefix(16 - head.count)) }
+                if let output, let outputPath { try FileSystem.writeAll(output, chunk, path: outputPath) }
+            }
+            inflated += written
+            guard written == entry.size else {
+                throw DocumentError(.sizeMismatch, path: path, entry: name,
+                                    reason: "inflates to \(written) bytes, not the \(entry.size) its header declares; the bundle is damaged")
+            }
+            if entry.role == .store, !StoreInspector.hasSQLiteHeader(head) {
+                throw DocumentError(.notSQLite, path: path, entry: name, reason: "is not a SQLite database")
+            }
+            let digest = hasher.finalize().hexString
+            guard digest == expected[name] else {
+                throw DocumentError(.checksumMismatch, path: path, entry: name,
+                                    reason: "its SHA-256 does not match the metadata; the bundle is damaged, restore it from a backup")
+            }
+        }
+        guard seen.count == entries.count else {
+            let missing = entries.first { !seen.contains($0.name) }?.name
+            throw DocumentError.corrupt("libarchive does not return every entry the directory lists",
+                                        path: path, entry: missing)
+        }
+        return inflated
+    }
+
+    /// Creates `directory` or checks that it is empty. Returns whether it was created.
+    static func prepareEmptyDirectory(_ directory: FilePath) throws -> Bool {
+        if let status = try FileSystem.status(directory) {
+            guard status.kind == .directory, try FileSystem.contentsOfDirectory(directory).isEmpty else {
+                throw DocumentError(.alreadyExists, path: directory,
+                                    reason: "exists and is not an empty folder; extract into a new or empty folder")
+            }
+            return false
+        }
+        try FileSystem.createDirectory(directory)
+        return true
+    }
+}
+
+/// Where ``BundleReader/extractStore(to:)`` put the loose store.
+public struct ExtractedStore: Sendable {
+    /// The loose SQLite store.
+    public var store: FilePath
+    /// Its Core Data external-data folder, `.<stem>_SUPPORT/_EXTERNAL_DATA`, when the bundle had external data.
+    public var externalData: FilePath?
+}
+
+extension BundleReader {
+    /// Extracts the store as a loose SQLite file, with its Core Data external data beside it.
+    ///
+    /// Everything is extracted and checked in a private folder beside `store` first; the store is then linked into
+    /// place (never replacing an existing file) and flushed. External data goes to `.<stem>_SUPPORT/_EXTERNAL_DATA`
+    /// beside the store, where Core Data looks for it.
+    ///
+    /// ```swift
+    /// try BundleReader(at: "Notes.mdz").extractStore(to: "Notes.sqlite")
+    /// ```
+    ///
+    /// - Throws: ``DocumentError/Code/alreadyExists`` when the store or its external-data folder exists, and the
+    ///   codes of ``extract(into:)``.
+    public func extractStore(to store: FilePath) throws -> ExtractedStore {
+        guard try !FileSystem.exists(store) else {
+            throw DocumentError(.alreadyExists, path: store, reason: "already exists; choose another name")
+        }
+        let parent = store.removingLastComponent()
+        let folder: FilePath = parent.isEmpty ? "." : parent
+        let stem = store.stem ?? "store"
+        let hasExternalData = entries.contains { if case .externalData = $0.role { return true } else { return false } }
+        let support = folder.appending(".\(stem)_SUPPORT")
+        let external = support.appending("_EXTERNAL_DATA")
+        if hasExternalData, try FileSystem.exists(external) {
+            throw DocumentError(.alreadyExists, path: external, reason: "already exists; move it away first")
+        }
+        let scratch = try FileSystem.makeTemporaryDirectory(in: folder, prefix: ".extract-")
+        defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the result is what counts.
+        let extracted = try extract(into: scratch)
+        let descriptor = try FileSystem.openForReading(extracted.store)
+        try FileSystem.sync(descriptor, path: extracted.store)
+        try? descriptor.close()  // Squash close error: the data is flushed.
+        if hasExternalData, let source = extracted.externalData {
+            try FileSystem.createDirectory(support)
+            try FileSystem.rename(source, to: external)
+            try FileSystem.syncDirectory(support)
+        }
+        try FileSystem.link(extracted.store, to: store)
+        try FileSystem.syncDirectory(folder)
+        return ExtractedStore(store: store, externalData: hasExternalData ? external : nil)
+    }
+}

@@ -1,0 +1,393 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import SystemPackage
+
+/// One entry of a bundle, as its validated central directory describes it.
+public struct BundleEntry: Sendable, Equatable {
+    /// The entry name.
+    public var name: String
+    /// Uncompressed size in bytes.
+    public var size: UInt64
+    /// Compressed size in bytes.
+    public var compressedSize: UInt64
+    /// Whether the entry is deflated (otherwise stored).
+    public var isCompressed: Bool
+    /// CRC-32 from the central directory.
+    public var crc32: UInt32
+    /// Offset of its local header in the file.
+    public var offset: UInt64
+    /// Whether it is an explicit folder entry.
+    public var isDirectory: Bool
+    var role: BundleLayout.Role
+}
+
+/// Opens a bundle as hostile input and proves it is a well-formed document before anything is inflated.
+///
+/// Creating a reader checks the archive's structure against the format (end records, central directory, every
+/// local header, offsets and overlaps, names, entry kinds, compression, limits, the bare `mimetype` entry at byte
+/// 30) and reads and checks `DocumentMetadata.json`. Nothing is extracted and nothing is written.
+/// ``extract(into:)`` and ``verify(full:workingDirectory:)`` then stream the data, checking CRC-32s, sizes and
+/// SHA-256s as they go.
+///
+/// ```swift
+/// let reader = try BundleReader(at: "Notes.mdz")
+/// print(reader.metadata.documentID, reader.entries.count)
+/// let report = try reader.verify(full: true)
+/// ```
+///
+/// ## Topics
+/// - ``init(at:limits:)``
+/// - ``extract(into:)``
+/// - ``verify(full:workingDirectory:)``
+public final class BundleReader: Sendable {
+    /// The bundle's path.
+    public let path: FilePath
+    /// The bundle's size in bytes.
+    public let fileSize: UInt64
+    /// Every entry, in file order, `mimetype` first.
+    public let entries: [BundleEntry]
+    /// The decoded and checked metadata.
+    public let metadata: DocumentMetadata
+    /// The content of the `mimetype` entry.
+    public let mediaType: String
+    /// Whether the archive uses zip64 end records.
+    public let isZIP64: Bool
+    /// The limits this reader enforces.
+    public let limits: ReadingLimits
+
+    /// Opens and checks a bundle.
+    ///
+    /// - Parameters:
+    ///   - path: the bundle file.
+    ///   - limits: bounds on entry count, names, sizes and ratios.
+    /// - Throws: ``DocumentError``: ``DocumentError/Code/notFound``, ``DocumentError/Code/notAZipArchive``,
+    ///   ``DocumentError/Code/notADocument`` (a zip, or a legacy SQLite store, that is not a bundle),
+    ///   ``DocumentError/Code/corruptArchive``, ``DocumentError/Code/truncatedArchive``, the entry-name codes,
+    ///   ``DocumentError/Code/limitExceeded``, ``DocumentError/Code/overlappingEntries``, the `mimetype` codes,
+    ///   ``DocumentError/Code/invalidMetadata``, ``DocumentError/Code/metadataMismatch`` or
+    ///   ``DocumentError/Code/newerFormat``.
+    public init(at path: FilePath, limits: ReadingLimits = .default) throws {
+        self.path = path
+        self.limits = limits
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try FileDescriptor.open(path, .readOnly)
+        } catch let error as Errno {
+            if error == .noSuchFileOrDirectory {
+                throw DocumentError(.notFound, path: path, reason: "no such file", underlyingError: error)
+            }
+            throw DocumentError.io("cannot open the bundle", path: path, errno: error)
+        }
+        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+        var info = stat()
+        guard fstat(descriptor.rawValue, &info) == 0 else {
+            throw DocumentError.io("cannot read the file's status", path: path, errno: Errno(rawValue: errno))
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw DocumentError(.notADocument, path: path, reason: "is not a regular file")
+        }
+        let fileSize = UInt64(info.st_size)
+        self.fileSize = fileSize
+        func read(_ offset: UInt64, _ count: Int) throws -> [UInt8] {
+            do { return try FileSystem.read(descriptor, at: Int64(offset), count: count) } catch let error as Errno {
+                throw DocumentError.io("cannot read the bundle", path: path, errno: error)
+            }
+        }
+
+        // End records and central directory.
+        let end: ZipEndRecord
+        do {
+            end = try ZipEndRecord.locate(fileSize: fileSize, read: read)
+        } catch let failure as ZipStructureFailure {
+            if StoreInspector.hasSQLiteHeader(try read(0, 16)) {
+                throw DocumentError(.notADocument, path: path,
+                                    reason: "is a SQLite store, not a bundle; convert it with: docconvert convert \(path)")
+            }
+            throw Self.structureError(failure, path: path)
+        }
+        guard end.entryCount <= UInt64(limits.maxEntryCount) else {
+            throw DocumentError(.limitExceeded, path: path,
+                                reason: "declares \(end.entryCount) entries; the limit is \(limits.maxEntryCount)")
+        }
+        guard end.directorySize <= limits.maxDirectorySize else {
+            throw DocumentError(.limitExceeded, path: path,
+                                reason: "has a \(end.directorySize)-byte central directory; the limit is \(limits.maxDirectorySize)")
+        }
+        let directoryBytes = try read(end.directoryOffset, Int(end.directorySize))
+        guard directoryBytes.count == Int(end.directorySize) else {
+            throw DocumentError(.truncatedArchive, path: path, reason: "the central directory is cut short")
+        }
+        let records: [ZipCentralRecord]
+        do {
+            records = try ZipCentralDirectory.decode(directoryBytes, count: end.entryCount).records
+        } catch let failure as ZipStructureFailure {
+            throw Self.structureError(failure, path: path)
+        }
+        self.isZIP64 = end.isZIP64
+
+        // Is it a bundle at all?
+        let mimetypeName = Array(BundleLayout.mimetype.utf8)
+        guard let mimetypeRecord = records.first(where: { $0.name == mimetypeName }) else {
+            throw DocumentError(.notADocument, path: path,
+                                reason: "is a zip archive but not a document bundle: it has no 'mimetype' entry")
+        }
+        guard mimetypeRecord.localHeaderOffset == 0 else {
+            throw DocumentError(.mimetypeNotFirst, path: path, entry: BundleLayout.mimetype,
+                                reason: "is not the first entry of the archive, so the media type cannot be sniffed at byte 38")
+        }
+
+        // Every entry on its own.
+        var names = Set<String>()
+        var entries: [BundleEntry] = []
+        var total: UInt64 = 0
+        for record in records {
+            let (name, role) = try BundleLayout.role(ofEntryNamed: record.name, maxLength: limits.maxNameLength,
+                                                     in: path)
+            guard names.insert(name).inserted else {
+                throw DocumentError(.duplicateEntry, path: path, entry: name, reason: "appears twice in the archive")
+            }
+            if record.isEncrypted {
+                throw DocumentError(.encryptedEntry, path: path, entry: name, reason: "is encrypted; bundles never are")
+            }
+            let isDirectory = role == .directory
+            if let type = record.unixFileType, type != 0, type != (isDirectory ? 0o040000 : 0o100000) {
+                let kind = type == 0o120000 ? "a symbolic link" : "not a regular file"
+                throw DocumentError(.nonRegularEntry, path: path, entry: name, reason: "is \(kind); bundles hold only regular files")
+            }
+            if !isDirectory, record.unixFileType == nil, record.externalAttributes & 0x10 != 0 {
+                throw DocumentError(.nonRegularEntry, path: path, entry: name, reason: "is marked as a folder but its name does not end in '/'")
+            }
+            if isDirectory, record.uncompressedSize != 0 {
+                throw DocumentError.corrupt("a folder entry has content", path: path, entry: name)
+            }
+            guard record.method == 0 || record.method == 8 else {
+                throw DocumentError(.unsupportedCompression, path: path, entry: name,
+                                    reason: "uses compression method \(record.method); bundles use stored (0) or deflate (8)")
+            }
+            if record.method == 0, record.compressedSize != record.uncompressedSize {
+                throw DocumentError.corrupt("a stored entry's sizes disagree", path: path, entry: name)
+            }
+            let (sum, overflow) = total.addingReportingOverflow(record.uncompressedSize)
+            guard !overflow, sum <= limits.maxTotalUncompressedSize else {
+                throw DocumentError(.limitExceeded, path: path, entry: name,
+                                    reason: "the entries would inflate to more than \(limits.maxTotalUncompressedSize) bytes")
+            }
+            total = sum
+            if record.uncompressedSize > 1 << 20,
+               record.uncompressedSize / max(record.compressedSize, 1) > limits.maxCompressionRatio {
+                throw DocumentError(.limitExceeded, path: path, entry: name,
+                                    reason: "would inflate \(record.compressedSize) bytes to \(record.uncompressedSize), beyond the ratio limit of \(limits.maxCompressionRatio):1")
+            }
+            entries.append(BundleEntry(name: name, size: record.uncompressedSize,
+                                       compressedSize: record.compressedSize, isCompressed: record.method == 8,
+                                       crc32: record.crc32, offset: record.localHeaderOffset,
+                                       isDirectory: isDirectory, role: role))
+        }
+
+        // Where the bytes lie: every local header agrees with the directory, and no two entries share bytes.
+        entries.sort { $0.offset < $1.offset }
+        var previousEnd: UInt64 = 0
+        var previousName = ""
+        for (index, entry) in entries.enumerated() {
+            if entry.offset < previousEnd {
+                throw DocumentError(.overlappingEntries, path: path, entry: entry.name,
+                                    reason: "shares bytes with '\(previousName)' (the shape of a zip bomb)")
+            }
+            let fixed = try read(entry.offset, ZipLocalHeader.fixedSize)
+            guard fixed.count == ZipLocalHeader.fixedSize else {
+                throw DocumentError(.truncatedArchive, path: path, entry: entry.name,
+                                    reason: "the archive ends inside the entry's local header")
+            }
+            guard let local = ZipLocalHeader(fixed) else {
+                throw DocumentError.corrupt("no local header where the directory says the entry starts",
+                                            path: path, entry: entry.name)
+            }
+            let localName = try read(entry.offset + UInt64(ZipLocalHeader.fixedSize), local.nameLength)
+            guard localName == Array(entry.name.utf8), local.method == (entry.isCompressed ? 8 : 0) else {
+                throw DocumentError.corrupt("the local header disagrees with the central directory",
+                                            path: path, entry: entry.name)
+            }
+            if local.flags & 0x0001 != 0 {
+                throw DocumentError(.encryptedEntry, path: path, entry: entry.name, reason: "is encrypted; bundles never are")
+            }
+            let dataStart = entry.offset + UInt64(ZipLocalHeader.fixedSize + local.nameLength + local.extraLength)
+            let (dataEnd, overflow) = dataStart.addingReportingOverflow(entry.compressedSize)
+            guard !overflow, dataEnd <= end.directoryOffset else {
+                if !overflow && dataEnd <= fileSize && dataEnd > end.directoryOffset {
+                    throw DocumentError(.overlappingEntries, path: path, entry: entry.name,
+                                        reason: "runs into the central directory")
+                }
+                throw DocumentError(.truncatedArchive, path: path, entry: entry.name,
+                                    reason: "the entry's data runs past the end of the archive")
+            }
+            if index == 0 {
+                // The mimetype entry: bare, stored, at byte 30, content at byte 38.
+                guard entry.role == .mimetype else {
+                    throw DocumentError(.mimetypeNotFirst, path: path, entry: BundleLayout.mimetype,
+                                        reason: "is not the first entry of the archive")
+                }
+                guard !entry.isCompressed else {
+                    throw DocumentError(.invalidMimetype, path: path, entry: entry.name,
+                                        reason: "is compressed; it must be stored so the media type can be sniffed")
+                }
+                guard local.extraLength == 0 else {
+                    throw DocumentError(.invalidMimetype, path: path, entry: entry.name,
+                                        reason: "has an extra field, so the media type does not start at byte 38")
+                }
+                guard local.flags & 0x0008 == 0 else {
+                    throw DocumentError(.invalidMimetype, path: path, entry: entry.name,
+                                        reason: "has a data descriptor; its sizes must be in the local header")
+                }
+            }
+            previousEnd = dataEnd
+            previousName = entry.name
+        }
+
+        // The media type.
+        let mimetype = entries[0]
+        guard (1...255).contains(mimetype.size) else {
+            throw DocumentError(.invalidMimetype, path: path, entry: mimetype.name,
+                                reason: "must hold a media type of 1 to 255 bytes")
+        }
+        let content = try read(UInt64(BundleLayout.mediaTypeOffset), Int(mimetype.size))
+        var crc = CRC32()
+        crc.update(content)
+        guard crc.value == mimetype.crc32 else {
+            throw DocumentError(.checksumMismatch, path: path, entry: mimetype.name,
+                                reason: "the CRC-32 does not match the media type's bytes; the bundle is damaged")
+        }
+        guard let mediaType = String(validating: content, as: UTF8.self), Self.isMediaType(content) else {
+            throw DocumentError(.invalidMimetype, path: path, entry: mimetype.name,
+                                reason: "does not hold a media type (ASCII 'type/subtype', no newline)")
+        }
+        self.mediaType = mediaType
+
+        // Required entries.
+        for required in [BundleLayout.metadata, BundleLayout.store] where !names.contains(required) {
+            throw DocumentError(.missingEntry, path: path, entry: required,
+                                reason: "is missing; every bundle has one")
+        }
+        self.entries = entries
+
+        // Metadata.
+        let metadataEntry = entries.first { $0.role == .metadata }!
+        guard metadataEntry.size <= limits.maxMetadataSize else {
+            throw DocumentError(.limitExceeded, path: path, entry: metadataEntry.name,
+                                reason: "is \(metadataEntry.size) bytes; the limit is \(limits.maxMetadataSize)")
+        }
+        let metadataBytes = try Self.readEntry(named: metadataEntry.name, size: metadataEntry.size, from: path)
+        let metadata = try DocumentMetadata.decode(metadataBytes, bundle: path)
+        try Self.check(metadata, mediaType: mediaType, entries: entries, path: path)
+        self.metadata = metadata
+    }
+
+    /// The entry for a name.
+    public func entry(named name: String) -> BundleEntry? {
+        entries.first { $0.name == name }
+    }
+
+    /// The store entry.
+    public var storeEntry: BundleEntry { entries.first { $0.role == .store }! }
+
+    private static func isMediaType(_ bytes: [UInt8]) -> Bool {
+        guard bytes.allSatisfy({ (0x21...0x7E).contains($0) }) else { return false }
+        let parts = bytes.split(separator: 0x2F, omittingEmptySubsequences: false)
+        return parts.count == 2 && !parts[0].isEmpty && !parts[1].isEmpty
+    }
+
+    /// Reads one small entry through libarchive, bounded by its directory size, CRC checked.
+    private static func readEntry(named name: String, size: UInt64, from path: FilePath) throws -> [UInt8] {
+        let archive = try ArchiveReader(path: path)
+        while let header = try archive.nextEntry() {
+            guard header.rawName == Array(name.utf8) else { continue }
+            var bytes: [UInt8] = []
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
+            defer { buffer.deallocate() }
+            while true {
+                let count = try archive.read(into: buffer)
+                if count == 0 { break }
+                bytes.append(contentsOf: buffer[0..<count])
+                guard bytes.count <= size else {
+                    throw DocumentError(.sizeMismatch, path: path, entry: name,
+                                        reason: "inflates to more than the \(size) bytes its header declares")
+                }
+            }
+            guard bytes.count == size else {
+                throw DocumentError(.sizeMismatch, path: path, entry: name,
+                                    reason: "inflates to \(bytes.count) bytes, not the \(size) its header declares")
+            }
+            return bytes
+        }
+        throw DocumentError.corrupt("libarchive does not find an entry the central directory lists",
+                                    path: path, entry: name)
+    }
+
+    /// The metadata must describe exactly what the archive holds.
+    private static func check(_ metadata: DocumentMetadata, mediaType: String, entries: [BundleEntry],
+                              path: FilePath) throws {
+        func mismatch(_ reason: String, entry: String? = BundleLayout.metadata) -> DocumentError {
+            DocumentError(.metadataMismatch, path: path, entry: entry,
+                          reason: reason + "; the metadata does not describe this bundle")
+        }
+        guard metadata.mediaType == mediaType else {
+            throw DocumentError(.mediaTypeMismatch, path: path, entry: BundleLayout.mimetype,
+                                reason: "says '\(mediaType)' but the metadata's mediaType is '\(metadata.mediaType)'")
+        }
+        guard metadata.store.entry == BundleLayout.store else {
+            throw mismatch("'store.entry' is '\(metadata.store.entry)', not '\(BundleLayout.store)'")
+        }
+        let store = entries.first { $0.role == .store }!
+        guard UInt64(clamping: metadata.store.size) == store.size, metadata.store.size >= 0 else {
+            throw mismatch("'store.size' is \(metadata.store.size) but the entry holds \(store.size) bytes",
+                           entry: BundleLayout.store)
+        }
+        guard isSHA256(metadata.store.sha256) else { throw mismatch("'store.sha256' is not a SHA-256") }
+        var listed: [String: DocumentMetadata.Entry] = [:]
+        for entry in metadata.entries {
+            guard listed.updateValue(entry, forKey: entry.name) == nil else {
+                throw mismatch("'entries' lists '\(entry.name)' twice")
+            }
+            guard isSHA256(entry.sha256) else { throw mismatch("'entries' has no SHA-256 for '\(entry.name)'") }
+        }
+        var content = 0
+        for entry in entries {
+            switch entry.role {
+            case .externalData, .additionalContent:
+                content += 1
+                guard let described = listed[entry.name] else {
+                    throw mismatch("the entry is not listed in the metadata", entry: entry.name)
+                }
+                guard described.size >= 0, UInt64(described.size) == entry.size else {
+                    throw mismatch("the metadata says \(described.size) bytes but the entry holds \(entry.size)",
+                                   entry: entry.name)
+                }
+            default: continue
+            }
+        }
+        guard content == listed.count else {
+            let missing = listed.keys.filter { name in !entries.contains { $0.name == name } }.sorted()
+            throw mismatch("'entries' lists \(missing.first ?? "an entry") that the archive does not hold")
+        }
+    }
+
+    static func isSHA256(_ text: String) -> Bool {
+        text.utf8.count == 64 && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+
+    private static func structureError(_ failure: ZipStructureFailure, path: FilePath) -> DocumentError {
+        switch failure.kind {
+        case .notZip:
+            return DocumentError(.notAZipArchive, path: path,
+                                 reason: "is not a zip archive (\(failure.message)), so not a document bundle")
+        case .truncated:
+            return DocumentError(.truncatedArchive, path: path, reason: "the archive is truncated (\(failure.message))")
+        case .corrupt:
+            return DocumentError.corrupt(failure.message, path: path)
+        case .limit:
+            return DocumentError(.limitExceeded, path: path, reason: failure.message)
+        }
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import GRDB
+import SystemPackage
+
+/// The files a bundle is made from.
+public struct BundleContent: Sendable {
+    /// A self-contained SQLite store (not in WAL mode, no sidecars needed).
+    public var store: FilePath
+    /// A Core Data external-data folder (`_EXTERNAL_DATA`), packed byte for byte.
+    public var externalData: FilePath?
+    /// A folder of app files that travel with the document.
+    public var additionalContent: FilePath?
+
+    public init(store: FilePath, externalData: FilePath? = nil, additionalContent: FilePath? = nil) {
+        self.store = store
+        self.externalData = externalData
+        self.additionalContent = additionalContent
+    }
+}
+
+/// How a bundle is written.
+public struct WritingOptions: Sendable, Equatable {
+    /// How entries are compressed.
+    public enum Compression: Sendable, Equatable {
+        /// Stored: fastest, largest.
+        case store
+        /// Deflate at a level from 1 (fastest) to 9 (smallest).
+        case deflate(level: Int)
+    }
+
+    /// Default: deflate level 6, the level of `zip`.
+    public var compression: Compression = .deflate(level: 6)
+    /// Whether an existing file at the destination is replaced (atomically). Default: no.
+    public var replacesExisting = false
+    /// The entries' modification time. Default: now.
+    public var modificationTime: Date?
+
+    public init(compression: Compression = .deflate(level: 6), replacesExisting: Bool = false) {
+        if case .deflate(let level) = compression {
+            precondition((1...9).contains(level), "deflate level must be 1...9")
+        }
+        self.compression = compression
+        self.replacesExisting = replacesExisting
+    }
+
+    var deflateLevel: Int {
+        switch compression {
+        case .store: return 0
+        case .deflate(let level): return level
+        }
+    }
+}
+
+/// Writes bundles with the write-aside-then-rename protocol.
+///
+/// The bundle is streamed into a temporary file in the destination's folder (each entry hashed as it is
+/// compressed, never held in memory), flushed, re-read and verified (CRC-32s, sizes, SHA-256s, SQLite header),
+/// renamed over the destination, and the folder is flushed. Whatever fails or crashes, the destination holds
+/// either what it held before or the complete new bundle; a temporary left by a crash is removed by the next
+/// write to the same destination.
+///
+/// ```swift
+/// let metadata = try BundleWriter.write(BundleContent(store: "work/persistentStore"),
+///                                       metadata: DocumentMetadata(), to: "Notes.mdz")
+/// ```
+public enum BundleWriter {
+    /// Writes a bundle and returns the metadata it holds.
+    ///
+    /// - Parameters:
+    ///   - content: the store and optional folders.
+    ///   - metadata: the document's metadata; `store`, `entries`, `modifiedAt` and `generator` are filled in.
+    ///   - target: the bundle's path.
+    ///   - options: compression and replacement.
+    /// - Throws: ``DocumentError``: ``DocumentError/Code/alreadyExists``, ``DocumentError/Code/notSQLite``,
+    ///   ``DocumentError/Code/storeInWALMode``, ``DocumentError/Code/nonRegularEntry`` (a link in a content
+    ///   folder), ``DocumentError/Code/cannotCreate``, ``DocumentError/Code/ioFailure``, or a reader code when the
+    ///   written file does not verify. The destination is unchanged when it throws.
+    @discardableResult
+    public static func write(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
+                             options: WritingOptions = WritingOptions()) throws -> DocumentMetadata {
+        let header = try StoreInspector.header(of: content.store)
+        if StoreInspector.isWAL(header: header) {
+            throw DocumentError(.storeInWALMode, path: content.store,
+                                reason: "the store is in WAL mode; checkpoint it and set journal_mode=DELETE first")
+        }
+        let facts: StoreFacts
+        do {
+            facts = try StoreInspector.openReadOnly(content.store).read { try StoreInspector.facts($0, countingRows: false) }
+        } catch let error as DatabaseError {
+            throw DocumentError(.storeCorrupt, path: content.store, reason: "SQLite cannot read the store",
+                                underlyingError: error)
+        }
+        var files: [(name: String, source: FilePath)] = []
+        if let folder = content.externalData {
+            files += try contentFiles(in: folder, prefix: BundleLayout.externalDataPrefix)
+        }
+        if let folder = content.additionalContent {
+            files += try contentFiles(in: folder, prefix: BundleLayout.additionalContentPrefix)
+        }
+
+        let now = options.modificationTime ?? Date()
+        let atomic = try AtomicFile(target: target, replacing: options.replacesExisting)
+        defer { atomic.discard() }
+        let writer = try ArchiveWriter(descriptor: atomic.descriptor, path: target, mediaType: metadata.mediaType,
+                                       deflateLevel: options.deflateLevel,
+                                       modificationTime: Int64(now.timeIntervalSince1970))
+        let compress = options.deflateLevel > 0
+        let storeDigest = try addFile(content.store, named: BundleLayout.store, compressed: compress, to: writer)
+        var entries: [DocumentMetadata.Entry] = []
+        for file in files {
+            let digest = try addFile(file.source, named: file.name, compressed: compress, to: writer)
+            entries.append(DocumentMetadata.Entry(name: digest.name, size: digest.size, sha256: digest.sha256))
+        }
+
+        var result = metadata
+        result.format = BundleLayout.formatName
+        result.formatVersion = BundleLayout.formatVersion
+        result.modifiedAt = now
+        result.generator = DocumentMetadata.Generator(name: "ManagedDocument", version: ManagedDocumentVersion.string)
+        result.store = DocumentMetadata.Store(
+            entry: BundleLayout.store, size: storeDigest.size, sha256: storeDigest.sha256, pageSize: facts.pageSize,
+            userVersion: facts.userVersion, applicationID: facts.applicationID,
+            schemaFingerprint: facts.schemaFingerprint)
+        result.entries = entries
+        try writer.addEntry(named: BundleLayout.metadata, bytes: try result.encoded(), compressed: compress)
+        try writer.finish()
+
+        // Re-read what was written before it takes the destination's name.
+        try BundleReader(at: atomic.temporaryPath).verifyEntries()
+        try atomic.commit()
+        return result
+    }
+
+    /// Creates a new document whose store is an empty SQLite database.
+    ///
+    /// - Throws: ``DocumentError/Code/alreadyExists`` when `target` exists, and the codes of
+    ///   ``write(_:metadata:to:options:)``.
+    @discardableResult
+    public static func createEmptyDocument(at target: FilePath, metadata: DocumentMetadata = DocumentMetadata(),
+                                           options: WritingOptions = WritingOptions()) throws -> DocumentMetadata {
+        let folder = target.removingLastComponent()
+        let scratch = try FileSystem.makeTemporaryDirectory(in: folder.isEmpty ? "." : folder, prefix: ".create-")
+        defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the result is what counts.
+        let store = scratch.appending("persistentStore")
+        do {
+            let queue = try DatabaseQueue(path: store.string)
+            try queue.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA journal_mode = DELETE")
+                // A new database file is empty until its first write; this one writes page 1 and leaves no schema.
+                try db.execute(sql: "CREATE TABLE managed_document_init(x); DROP TABLE managed_document_init")
+            }
+            try queue.close()
+        } catch let error as DatabaseError {
+            throw DocumentError(.cannotCreate, path: target, reason: "cannot create an empty store",
+                                underlyingError: error)
+        }
+        return try write(BundleContent(store: store), metadata: metadata, to: target, options: options)
+    }
+
+    private static func addFile(_ source: FilePath, named name: String, compressed: Bool,
+                                to writer: ArchiveWriter) throws -> EntryDigest {
+        let descriptor = try FileSystem.openForReading(source)
+        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+        guard let status = try FileSystem.status(source) else {
+            throw DocumentError(.notFound, path: source, reason: "no such file")
+        }
+        return try writer.addEntry(named: name, size: status.size, compressed: compressed) { buffer in
+            do { return try descriptor.read(into: buffer) } catch let error as Errno {
+                throw DocumentError.io("cannot read the file", path: source, errno: error)
+            }
+        }
+    }
+
+    /// Every regular file below `folder`, sorted, as entry names under `prefix`.
+    static func contentFiles(in folder: FilePath, prefix: String) throws -> [(name: String, source: FilePath)] {
+        guard FileSystem.isDirectory(folder) else {
+            throw DocumentError(.notFound, path: folder, reason: "is not a folder")
+        }
+        var result: [(String, FilePath)] = []
+        func walk(_ directory: FilePath, _ relative: String) throws {
+            for name in try FileSystem.contentsOfDirectory(directory) {
+                let path = directory.appending(name)
+                let entryName = relative + name
+                guard let status = try FileSystem.status(path) else { continue }
+                switch status.kind {
+                case .directory: try walk(path, entryName + "/")
+                case .regular:
+                    let (validated, _) = try BundleLayout.role(ofEntryNamed: Array(entryName.utf8),
+                                                               maxLength: ReadingLimits.default.maxNameLength,
+                                                               in: path)
+                    result.append((validated, path))
+                case .symlink, .other:
+                    throw DocumentError(.nonRegularEntry, path: path,
+                                        reason: "is not a regular file; bundles hold only regular files (nothing was written)")
+                }
+            }
+        }
+        try walk(folder, prefix)
+        return result
+    }
+}

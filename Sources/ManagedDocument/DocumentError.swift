@@ -1,0 +1,151 @@
+import SystemPackage
+
+/// The one error type thrown by the public API of ManagedDocument.
+///
+/// Every error names what failed (``code``), the file it concerns (``path``), the archive entry when there is one
+/// (``entry``), and the lower-level cause (``underlyingError``: a GRDB `DatabaseError`, an `Errno`, a libarchive
+/// failure). Its ``description`` is one line a person can act on:
+///
+/// ```
+/// /data/Notes.mdz: StoreContent/persistentStore: SHA-256 does not match the metadata; the bundle is damaged, restore it from a backup
+/// ```
+///
+/// Switch on ``code`` to react to a specific failure:
+///
+/// ```swift
+/// do {
+///     let bundle = try BundleReader(at: path)
+/// } catch let error as DocumentError where error.code == .newerFormat {
+///     print("Please update the app to open \(error.path?.string ?? "this document")")
+/// }
+/// ```
+public struct DocumentError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong. A struct rather than an enum, so that a new code never breaks a client's `switch`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        enum Storage: String, Hashable, Sendable {
+            case notFound, alreadyExists, notADocument, notAZipArchive, corruptArchive, truncatedArchive
+            case pathTraversal, invalidEntryName, duplicateEntry, nonRegularEntry, encryptedEntry
+            case unsupportedCompression, entryNotAllowed, missingEntry, overlappingEntries, limitExceeded
+            case checksumMismatch, sizeMismatch, mimetypeNotFirst, invalidMimetype, mediaTypeMismatch
+            case invalidMetadata, metadataMismatch, newerFormat, notSQLite, storeCorrupt, storeInWALMode
+            case ioFailure, cannotCreate, inUse, notALegacyStore, storeBusy, verificationFailed
+        }
+        let storage: Storage
+        init(_ storage: Storage) { self.storage = storage }
+
+        public var description: String { storage.rawValue }
+
+        /// The file or folder does not exist.
+        public static var notFound: Self { Self(.notFound) }
+        /// The destination exists and the operation does not replace it.
+        public static var alreadyExists: Self { Self(.alreadyExists) }
+        /// The file is a zip archive, but not a document bundle (no `mimetype` entry naming a document type).
+        public static var notADocument: Self { Self(.notADocument) }
+        /// The file is not a zip archive at all (no end-of-central-directory record).
+        public static var notAZipArchive: Self { Self(.notAZipArchive) }
+        /// The zip structure is inconsistent: bad signatures, offsets outside the file, headers that disagree.
+        public static var corruptArchive: Self { Self(.corruptArchive) }
+        /// The archive ends before the data its directory describes.
+        public static var truncatedArchive: Self { Self(.truncatedArchive) }
+        /// An entry name tries to leave the bundle: `..`, a leading `/`, or a drive letter.
+        public static var pathTraversal: Self { Self(.pathTraversal) }
+        /// An entry name is not valid: not UTF-8, too long, a backslash, an empty or `.` component, a NUL.
+        public static var invalidEntryName: Self { Self(.invalidEntryName) }
+        /// Two entries have the same name.
+        public static var duplicateEntry: Self { Self(.duplicateEntry) }
+        /// An entry is a symbolic link, a device or another kind of file that is not a regular file.
+        public static var nonRegularEntry: Self { Self(.nonRegularEntry) }
+        /// An entry is encrypted.
+        public static var encryptedEntry: Self { Self(.encryptedEntry) }
+        /// An entry uses a compression method other than stored (0) or deflate (8).
+        public static var unsupportedCompression: Self { Self(.unsupportedCompression) }
+        /// An entry's name is not one the format allows (version 1 has four top-level names).
+        public static var entryNotAllowed: Self { Self(.entryNotAllowed) }
+        /// A required entry (`mimetype`, `DocumentMetadata.json`, `StoreContent/persistentStore`) is missing.
+        public static var missingEntry: Self { Self(.missingEntry) }
+        /// Two entries share bytes of the file (the shape of an overlapping zip bomb).
+        public static var overlappingEntries: Self { Self(.overlappingEntries) }
+        /// A reading limit was reached: entry count, name length, total size or compression ratio.
+        public static var limitExceeded: Self { Self(.limitExceeded) }
+        /// A CRC-32 or SHA-256 does not match.
+        public static var checksumMismatch: Self { Self(.checksumMismatch) }
+        /// An entry's data is not as long as its header or the metadata says.
+        public static var sizeMismatch: Self { Self(.sizeMismatch) }
+        /// The first entry of the archive is not `mimetype`.
+        public static var mimetypeNotFirst: Self { Self(.mimetypeNotFirst) }
+        /// The `mimetype` entry is compressed, has an extra field, a data descriptor, or content that is not a media type.
+        public static var invalidMimetype: Self { Self(.invalidMimetype) }
+        /// The `mimetype` entry and the metadata's `mediaType` differ.
+        public static var mediaTypeMismatch: Self { Self(.mediaTypeMismatch) }
+        /// `DocumentMetadata.json` is not valid JSON of the documented shape.
+        public static var invalidMetadata: Self { Self(.invalidMetadata) }
+        /// The metadata describes entries or a store that are not what the bundle holds.
+        public static var metadataMismatch: Self { Self(.metadataMismatch) }
+        /// A newer version of the format wrote the bundle.
+        public static var newerFormat: Self { Self(.newerFormat) }
+        /// The store is not a SQLite database.
+        public static var notSQLite: Self { Self(.notSQLite) }
+        /// The store is a SQLite database that fails SQLite's own checks.
+        public static var storeCorrupt: Self { Self(.storeCorrupt) }
+        /// The store inside a bundle is in WAL mode, which the format forbids at rest.
+        public static var storeInWALMode: Self { Self(.storeInWALMode) }
+        /// Reading or writing a file failed (disk full, permissions, I/O error).
+        public static var ioFailure: Self { Self(.ioFailure) }
+        /// A file could not be created where it was asked for.
+        public static var cannotCreate: Self { Self(.cannotCreate) }
+        /// Another writer holds the document.
+        public static var inUse: Self { Self(.inUse) }
+        /// The file is not a legacy SQLite store that can be converted.
+        public static var notALegacyStore: Self { Self(.notALegacyStore) }
+        /// The store is being written by another process.
+        public static var storeBusy: Self { Self(.storeBusy) }
+        /// A copy did not match its source after it was made.
+        public static var verificationFailed: Self { Self(.verificationFailed) }
+    }
+
+    /// What went wrong.
+    public let code: Code
+    /// The file concerned: the bundle, the store, or the destination.
+    public let path: FilePath?
+    /// The archive entry concerned, when there is one.
+    public let entry: String?
+    /// The lower-level error that caused this one.
+    public let underlyingError: (any Error & Sendable)?
+    /// What happened and what the user can do, without the path and entry.
+    public let reason: String
+
+    init(
+        _ code: Code, path: FilePath?, entry: String? = nil, reason: String,
+        underlyingError: (any Error & Sendable)? = nil
+    ) {
+        self.code = code
+        self.path = path
+        self.entry = entry
+        self.reason = reason
+        self.underlyingError = underlyingError
+    }
+
+    /// One line: `<path>: <entry>: <reason> (<underlying error>)`.
+    public var description: String {
+        var parts: [String] = []
+        if let path { parts.append(path.string) }
+        if let entry { parts.append(entry) }
+        parts.append(reason)
+        var line = parts.joined(separator: ": ")
+        if let underlyingError { line += " (\(underlyingError))" }
+        return line
+    }
+}
+
+extension DocumentError {
+    static func io(
+        _ what: String, path: FilePath?, entry: String? = nil, errno: Errno? = nil
+    ) -> DocumentError {
+        DocumentError(.ioFailure, path: path, entry: entry, reason: what, underlyingError: errno)
+    }
+
+    static func corrupt(_ reason: String, path: FilePath?, entry: String? = nil) -> DocumentError {
+        DocumentError(.corruptArchive, path: path, entry: entry,
+                      reason: reason + "; the bundle is damaged, restore it from a backup")
+    }
+}

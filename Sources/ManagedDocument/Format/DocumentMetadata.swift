@@ -1,0 +1,268 @@
+import Foundation
+import SystemPackage
+
+/// The content of `DocumentMetadata.json`: what a bundle is, what it holds, and where it came from.
+///
+/// Readers ignore keys they do not know; a reader refuses a ``formatVersion`` newer than
+/// ``BundleLayout/formatVersion``. The FormatSpecification article documents every key.
+///
+/// ```swift
+/// let reader = try BundleReader(at: "Notes.mdz")
+/// print(reader.metadata.store.sha256, reader.metadata.model.compatibilityLevel)
+/// ```
+public struct DocumentMetadata: Codable, Sendable, Equatable {
+    /// Always `"managed-document"`.
+    public var format: String
+    /// The format version that wrote the bundle (1).
+    public var formatVersion: Int
+    /// A UUID that identifies the document across saves and copies.
+    public var documentID: UUID
+    /// When the document was first created.
+    public var createdAt: Date
+    /// When the bundle was last written.
+    public var modifiedAt: Date
+    /// The program that wrote the bundle.
+    public var generator: Generator
+    /// The media type, equal to the `mimetype` entry's content.
+    public var mediaType: String
+    /// The SQLite store.
+    public var store: Store
+    /// The app's data model and the migrations applied to this document.
+    public var model: Model
+    /// Every entry other than `mimetype`, `DocumentMetadata.json` and the store, sorted by name.
+    public var entries: [Entry]
+    /// Where the document came from when it was converted from a legacy store.
+    public var provenance: Provenance?
+    /// Free-form app metadata.
+    public var userInfo: [String: JSONValue]
+
+    /// The program that wrote a bundle.
+    public struct Generator: Codable, Sendable, Equatable {
+        public var name: String
+        public var version: String
+        public init(name: String, version: String) {
+            self.name = name
+            self.version = version
+        }
+    }
+
+    /// Facts about the store entry, checked by readers.
+    public struct Store: Codable, Sendable, Equatable {
+        /// The entry name, `StoreContent/persistentStore`.
+        public var entry: String
+        /// Size in bytes.
+        public var size: Int64
+        /// Lowercase hex SHA-256 of the store's bytes.
+        public var sha256: String
+        /// `PRAGMA page_size`.
+        public var pageSize: Int
+        /// `PRAGMA user_version`.
+        public var userVersion: Int32
+        /// `PRAGMA application_id`.
+        public var applicationID: Int32?
+        /// Lowercase hex SHA-256 of the schema (see ``StoreFacts/schemaFingerprint``).
+        public var schemaFingerprint: String
+    }
+
+    /// The app's model as recorded in the document.
+    public struct Model: Codable, Sendable, Equatable {
+        public var name: String?
+        public var version: String?
+        public var compatibilityLevel: Int
+        public var migrations: [AppliedMigration]
+
+        public init(name: String? = nil, version: String? = nil, compatibilityLevel: Int = 0,
+                    migrations: [AppliedMigration] = []) {
+            self.name = name
+            self.version = version
+            self.compatibilityLevel = compatibilityLevel
+            self.migrations = migrations
+        }
+    }
+
+    /// A migration that ran on this document.
+    public struct AppliedMigration: Codable, Sendable, Equatable {
+        public var identifier: String
+        public var checksum: String?
+        public var appliedAt: Date
+        public init(identifier: String, checksum: String?, appliedAt: Date) {
+            self.identifier = identifier
+            self.checksum = checksum
+            self.appliedAt = appliedAt
+        }
+    }
+
+    /// A content entry other than the store.
+    public struct Entry: Codable, Sendable, Equatable {
+        public var name: String
+        public var size: Int64
+        public var sha256: String
+    }
+
+    /// Where a converted document came from.
+    public struct Provenance: Codable, Sendable, Equatable {
+        /// `coredata-sqlite`, `sqlite` or `uimanageddocument-package`.
+        public var kind: String
+        /// The source's file or package name.
+        public var fileName: String
+        /// The source's total size in bytes (store, sidecars and external data).
+        public var size: Int64
+        /// Every source file, relative to the source's folder, with its size and SHA-256.
+        public var files: [Entry]
+        /// When it was converted.
+        public var convertedAt: Date
+        /// What the store's `Z_METADATA` said, for Core Data stores.
+        public var coreData: CoreDataInfo?
+        /// The package's `DocumentMetadata.plist`, as JSON, for UIManagedDocument packages that have one.
+        public var packageMetadata: [String: JSONValue]?
+    }
+
+    /// What a Core Data store's `Z_METADATA` says.
+    public struct CoreDataInfo: Codable, Sendable, Equatable {
+        public var storeUUID: String?
+        public var storeType: String?
+        public var modelVersionIdentifiers: [String]
+        /// Entity name to base64 version hash.
+        public var modelVersionHashes: [String: String]
+        public var frameworkVersion: String?
+        /// `Z_METADATA.Z_VERSION`.
+        public var metadataVersion: Int?
+    }
+
+    /// A new document's metadata; ``store`` is filled in when the bundle is written.
+    public init(documentID: UUID = UUID(), createdAt: Date = Date(), mediaType: String = BundleLayout.defaultMediaType,
+                model: Model = Model(), userInfo: [String: JSONValue] = [:]) {
+        self.format = BundleLayout.formatName
+        self.formatVersion = BundleLayout.formatVersion
+        self.documentID = documentID
+        self.createdAt = createdAt
+        self.modifiedAt = createdAt
+        self.generator = Generator(name: "ManagedDocument", version: ManagedDocumentVersion.string)
+        self.mediaType = mediaType
+        self.store = Store(entry: BundleLayout.store, size: 0, sha256: "", pageSize: 0, userVersion: 0,
+                           applicationID: nil, schemaFingerprint: "")
+        self.model = model
+        self.entries = []
+        self.provenance = nil
+        self.userInfo = userInfo
+    }
+}
+
+/// The library's version, recorded as the metadata's generator.
+public enum ManagedDocumentVersion {
+    public static let string = "0.1.0"
+}
+
+extension DocumentMetadata {
+    static let maximumEncodedSize = 16 << 20
+
+    func encoded() throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(ISO8601.format(date))
+        }
+        return Array(try encoder.encode(self))
+    }
+
+    /// Decodes metadata, checking the format name and version before the rest of the shape.
+    static func decode(_ bytes: [UInt8], bundle: FilePath?) throws -> DocumentMetadata {
+        struct Header: Decodable { var format: String?; var formatVersion: Int? }
+        let data = Data(bytes)
+        let header: Header
+        do { header = try JSONDecoder().decode(Header.self, from: data) } catch {
+            throw DocumentError(.invalidMetadata, path: bundle, entry: BundleLayout.metadata,
+                                reason: "is not a JSON object: \(describe(error))")
+        }
+        guard header.format == BundleLayout.formatName else {
+            throw DocumentError(.invalidMetadata, path: bundle, entry: BundleLayout.metadata,
+                                reason: "'format' is \(header.format.map { "'\($0)'" } ?? "missing"), not '\(BundleLayout.formatName)'")
+        }
+        guard let version = header.formatVersion, version >= 1 else {
+            throw DocumentError(.invalidMetadata, path: bundle, entry: BundleLayout.metadata,
+                                reason: "'formatVersion' is missing or not a positive integer")
+        }
+        guard version <= BundleLayout.formatVersion else {
+            throw DocumentError(.newerFormat, path: bundle, entry: BundleLayout.metadata,
+                                reason: "was written in format version \(version); this program reads up to version \(BundleLayout.formatVersion): update it to open this bundle")
+        }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            guard let date = ISO8601.parse(text) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "not an ISO 8601 date: \(text)")
+            }
+            return date
+        }
+        do {
+            return try decoder.decode(DocumentMetadata.self, from: data)
+        } catch {
+            throw DocumentError(.invalidMetadata, path: bundle, entry: BundleLayout.metadata,
+                                reason: "does not have the documented shape: \(describe(error))")
+        }
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.keyNotFound(let key, let context):
+            return "missing key '\((context.codingPath + [key]).map(\.stringValue).joined(separator: "."))'"
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
+             DecodingError.dataCorrupted(let context):
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            return (path.isEmpty ? "" : "'\(path)': ") + context.debugDescription
+        default:
+            return "\(error)"
+        }
+    }
+}
+
+/// ISO 8601 dates as the metadata writes them (UTC, optional fractional seconds on input).
+enum ISO8601 {
+    static func format(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: date)
+    }
+
+    static func parse(_ text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = formatter.date(from: text) { return date }
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: text)
+    }
+}
+
+/// A JSON value, for free-form metadata (`userInfo`, a package's `DocumentMetadata.plist`).
+public enum JSONValue: Codable, Sendable, Equatable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() { self = .null }
+        else if let value = try? container.decode(Bool.self) { self = .bool(value) }  // try each JSON type in turn
+        else if let value = try? container.decode(Double.self) { self = .number(value) }
+        else if let value = try? container.decode(String.self) { self = .string(value) }
+        else if let value = try? container.decode([JSONValue].self) { self = .array(value) }
+        else { self = .object(try container.decode([String: JSONValue].self)) }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .number(let value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+}

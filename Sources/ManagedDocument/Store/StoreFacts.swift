@@ -1,0 +1,118 @@
+import Crypto
+import GRDB
+import SystemPackage
+
+/// What SQLite says about a store file.
+public struct StoreFacts: Sendable, Equatable {
+    /// `PRAGMA page_size`.
+    public var pageSize: Int
+    /// `PRAGMA user_version`.
+    public var userVersion: Int32
+    /// `PRAGMA application_id`.
+    public var applicationID: Int32
+    /// SHA-256 (lowercase hex) of `type`, `name`, `tbl_name` and `sql` of every `sqlite_master` row, ordered by
+    /// type then name, each field followed by a 0x1F byte and each row by 0x1E (a missing `sql` is empty).
+    /// `rootpage` is left out, so a `VACUUM` does not change it.
+    public var schemaFingerprint: String
+    /// Row count of every table (not views, not virtual tables), by name; empty when rows were not counted.
+    public var rowCounts: [String: Int]
+}
+
+/// Checks and facts about SQLite store files, read through GRDB.
+enum StoreInspector {
+    static let sqliteHeader = Array("SQLite format 3\u{0}".utf8)
+
+    /// Whether the first 16 bytes are SQLite's header.
+    static func hasSQLiteHeader(_ bytes: [UInt8]) -> Bool {
+        bytes.count >= 16 && Array(bytes[0..<16]) == sqliteHeader
+    }
+
+    /// Reads the 100-byte database header; throws ``DocumentError/Code/notSQLite`` when it is not one.
+    static func header(of path: FilePath, entry: String? = nil, bundle: FilePath? = nil) throws -> [UInt8] {
+        let descriptor = try FileSystem.openForReading(path)
+        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+        let bytes = try FileSystem.read(descriptor, at: 0, count: 100)
+        guard hasSQLiteHeader(bytes), bytes.count == 100 else {
+            throw DocumentError(.notSQLite, path: bundle ?? path, entry: entry,
+                                reason: "is not a SQLite database (no SQLite header)")
+        }
+        return bytes
+    }
+
+    /// Whether the header's read and write versions say WAL (bytes 18 and 19 equal to 2).
+    static func isWAL(header: [UInt8]) -> Bool { header[18] == 2 || header[19] == 2 }
+
+    /// Opens a store read-only. The caller makes sure it is not in WAL mode when the folder must not change.
+    static func openReadOnly(_ path: FilePath) throws -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.readonly = true
+        configuration.label = "ManagedDocument.inspect"
+        return try DatabaseQueue(path: path.string, configuration: configuration)
+    }
+
+    /// Facts about an open database.
+    static func facts(_ db: Database, countingRows: Bool = true) throws -> StoreFacts {
+        let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0
+        let userVersion = try Int32.fetchOne(db, sql: "PRAGMA user_version") ?? 0
+        let applicationID = try Int32.fetchOne(db, sql: "PRAGMA application_id") ?? 0
+        var hasher = SHA256()
+        let rows = try Row.fetchCursor(db, sql: "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name")
+        var tables: [String] = []
+        while let row = try rows.next() {
+            let type: String = row[0] ?? ""
+            let name: String = row[1] ?? ""
+            let tableName: String = row[2] ?? ""
+            let sql: String? = row[3]
+            for field in [type, name, tableName, sql ?? ""] {
+                hasher.update(data: Array(field.utf8))
+                hasher.update(data: [0x1F])
+            }
+            hasher.update(data: [0x1E])
+            if type == "table", let sql, !sql.uppercased().hasPrefix("CREATE VIRTUAL") {
+                tables.append(name)
+            }
+        }
+        var counts: [String: Int] = [:]
+        for table in tables where countingRows {
+            counts[table] = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table.quotedDatabaseIdentifier)") ?? 0
+        }
+        return StoreFacts(pageSize: pageSize, userVersion: userVersion, applicationID: applicationID,
+                          schemaFingerprint: hasher.finalize().hexString, rowCounts: counts)
+    }
+
+    /// Runs `PRAGMA quick_check` or `PRAGMA integrity_check`; returns SQLite's complaints (empty when "ok").
+    static func check(_ db: Database, full: Bool) throws -> [String] {
+        let messages = try String.fetchAll(db, sql: full ? "PRAGMA integrity_check(100)" : "PRAGMA quick_check(100)")
+        return messages == ["ok"] ? [] : messages
+    }
+
+    /// Opens a store that must be a self-contained, non-WAL SQLite file and returns its facts after a check.
+    ///
+    /// - Throws: ``DocumentError/Code/notSQLite``, ``DocumentError/Code/storeInWALMode`` or
+    ///   ``DocumentError/Code/storeCorrupt``, naming `bundle` and `entry` when given.
+    static func inspectSelfContained(_ path: FilePath, fullCheck: Bool, bundle: FilePath? = nil,
+                                     entry: String? = nil) throws -> StoreFacts {
+        let header = try header(of: path, entry: entry, bundle: bundle)
+        if isWAL(header: header) {
+            throw DocumentError(.storeInWALMode, path: bundle ?? path, entry: entry,
+                                reason: "the store is in WAL mode, which a bundle must not be at rest")
+        }
+        do {
+            let queue = try openReadOnly(path)
+            return try queue.read { db in
+                let problems = try check(db, full: fullCheck)
+                guard problems.isEmpty else {
+                    throw DocumentError(.storeCorrupt, path: bundle ?? path, entry: entry,
+                                        reason: "SQLite finds the store damaged: \(problems.prefix(3).joined(separator: "; "))")
+                }
+                return try facts(db)
+            }
+        } catch let error as DocumentError {
+            throw error
+        } catch let error as DatabaseError {
+            let code: DocumentError.Code = error.resultCode == .SQLITE_NOTADB ? .notSQLite : .storeCorrupt
+            throw DocumentError(code, path: bundle ?? path, entry: entry,
+                                reason: "SQLite cannot read the store", underlyingError: error)
+        }
+    }
+}

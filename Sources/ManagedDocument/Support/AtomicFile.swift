@@ -1,0 +1,94 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import SystemPackage
+
+/// A file written aside and renamed into place: the write-aside-then-rename protocol.
+///
+/// The temporary file lives in the target's own folder (so the rename is atomic), is named
+/// `.<target name>.<random>.partial`, and is held under an exclusive `flock(2)` for as long as it is being written.
+/// A temporary whose lock can be taken belongs to a writer that died: ``removeStaleTemporaries(for:)`` deletes it.
+/// A reader never sees a half-written file under the target's name.
+final class AtomicFile {
+    static let temporarySuffix = ".partial"
+
+    let target: FilePath
+    let temporaryPath: FilePath
+    let descriptor: FileDescriptor
+    private var isFinished = false
+
+    /// Creates the temporary file beside `target`. With `replacing: false`, an existing target is an error.
+    init(target: FilePath, replacing: Bool) throws {
+        self.target = target
+        let directory = target.removingLastComponent()
+        guard let name = target.lastComponent?.string else {
+            throw DocumentError(.cannotCreate, path: target, reason: "the destination has no file name")
+        }
+        if !replacing, try FileSystem.exists(target) {
+            throw DocumentError(.alreadyExists, path: target,
+                                reason: "already exists; choose another name or remove it first")
+        }
+        guard FileSystem.isDirectory(directory.isEmpty ? "." : directory) else {
+            throw DocumentError(.cannotCreate, path: target, reason: "its folder does not exist")
+        }
+        try AtomicFile.removeStaleTemporaries(for: target)
+        let random = UUID().uuidString.prefix(8).lowercased()
+        let temporaryPath = directory.appending(".\(name).\(random)\(AtomicFile.temporarySuffix)")
+        do {
+            descriptor = try FileDescriptor.open(
+                temporaryPath, .readWrite, options: [.create, .exclusiveCreate, .noFollow],
+                permissions: [.ownerReadWrite, .groupRead, .otherRead])
+        } catch let error as Errno {
+            throw DocumentError(.cannotCreate, path: target,
+                                reason: "cannot create a temporary file in its folder", underlyingError: error)
+        }
+        self.temporaryPath = temporaryPath
+        _ = FileSystem.lockExclusively(descriptor, wait: false)
+    }
+
+    /// Flushes the temporary file, renames it over the target, and flushes the folder.
+    func commit() throws {
+        precondition(!isFinished, "AtomicFile committed or discarded twice")
+        try FileSystem.sync(descriptor, path: temporaryPath)
+        try FileSystem.rename(temporaryPath, to: target)
+        isFinished = true
+        try? descriptor.close()  // Squash close error: the data is already flushed and renamed.
+        let directory = target.removingLastComponent()
+        try FileSystem.syncDirectory(directory.isEmpty ? "." : directory)
+    }
+
+    /// Deletes the temporary file. The target is left as it was.
+    func discard() {
+        guard !isFinished else { return }
+        isFinished = true
+        try? descriptor.close()  // Squash close error: the file is being thrown away.
+        try? FileSystem.removeFile(temporaryPath)  // Cleanup after a first error; a leftover is removed next time.
+    }
+
+    deinit { discard() }
+
+    /// Deletes temporaries that writers of `target` left behind when they died.
+    ///
+    /// A temporary still locked by a live writer is left alone.
+    static func removeStaleTemporaries(for target: FilePath) throws {
+        let directory = target.removingLastComponent()
+        guard let name = target.lastComponent?.string else { return }
+        let folder: FilePath = directory.isEmpty ? "." : directory
+        let prefix = ".\(name)."
+        let names: [String]
+        do { names = try FileSystem.contentsOfDirectory(folder) } catch { return }  // unlistable: nothing to clean
+        for candidate in names where candidate.hasPrefix(prefix) && candidate.hasSuffix(temporarySuffix) {
+            let path = folder.appending(candidate)
+            guard FileSystem.isRegularFile(path),
+                  let descriptor = try? FileDescriptor.open(path, .readOnly, options: [.noFollow])
+            else { continue }  // gone already, or not ours to open
+            defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+            if FileSystem.lockExclusively(descriptor, wait: false) {
+                try FileSystem.removeFile(path)
+            }
+        }
+    }
+}

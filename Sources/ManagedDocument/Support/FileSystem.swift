@@ -1,0 +1,240 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Crypto
+import Foundation
+import SystemPackage
+
+/// Small, checked wrappers over the POSIX calls the safety protocols need.
+enum FileSystem {
+    enum Kind: Equatable { case regular, directory, symlink, other }
+
+    struct Status {
+        var kind: Kind
+        var size: Int64
+        var modificationTime: Double
+    }
+
+    /// `lstat(2)`: the status of the file itself, not of what a link points to. `nil` when nothing is there.
+    static func status(_ path: FilePath) throws -> Status? {
+        var info = stat()
+        let result = path.withPlatformString { lstat($0, &info) }
+        if result != 0 {
+            if errno == ENOENT || errno == ENOTDIR { return nil }
+            throw DocumentError.io("cannot read the file's status", path: path, errno: Errno(rawValue: errno))
+        }
+        let kind: Kind
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: kind = .regular
+        case S_IFDIR: kind = .directory
+        case S_IFLNK: kind = .symlink
+        default: kind = .other
+        }
+        let mtime = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+        return Status(kind: kind, size: Int64(info.st_size), modificationTime: mtime)
+    }
+
+    static func exists(_ path: FilePath) throws -> Bool {
+        try status(path) != nil
+    }
+
+    static func isRegularFile(_ path: FilePath) -> Bool {
+        guard let status = try? status(path) else { return false }  // an unreadable status counts as "not a file"
+        return status.kind == .regular
+    }
+
+    static func isDirectory(_ path: FilePath) -> Bool {
+        guard let status = try? status(path) else { return false }  // an unreadable status counts as "not a folder"
+        return status.kind == .directory
+    }
+
+    /// `fsync(2)` on an open descriptor.
+    static func sync(_ descriptor: FileDescriptor, path: FilePath) throws {
+        if fsync(descriptor.rawValue) != 0 {
+            throw DocumentError.io("cannot flush the file to disk", path: path, errno: Errno(rawValue: errno))
+        }
+    }
+
+    /// Opens a folder and `fsync(2)`s it, so that a rename or a new file in it is durable.
+    static func syncDirectory(_ directory: FilePath) throws {
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try FileDescriptor.open(directory, .readOnly, options: [.directory])
+        } catch let error as Errno {
+            throw DocumentError.io("cannot open the folder to flush it", path: directory, errno: error)
+        }
+        defer { try? descriptor.close() }  // Squash close error: the fsync result is what counts.
+        if fsync(descriptor.rawValue) != 0 && errno != EINVAL {
+            throw DocumentError.io("cannot flush the folder to disk", path: directory, errno: Errno(rawValue: errno))
+        }
+    }
+
+    /// `rename(2)`: atomically replaces `destination` with `source` (same file system).
+    static func rename(_ source: FilePath, to destination: FilePath) throws {
+        let result = source.withPlatformString { from in
+            destination.withPlatformString { to in Glibc.rename(from, to) }
+        }
+        if result != 0 {
+            throw DocumentError.io("cannot move \(source) into place", path: destination, errno: Errno(rawValue: errno))
+        }
+    }
+
+    /// `link(2)`: gives `source` a second name, failing when `destination` exists (a rename that never replaces).
+    static func link(_ source: FilePath, to destination: FilePath) throws {
+        let result = source.withPlatformString { from in
+            destination.withPlatformString { to in Glibc.link(from, to) }
+        }
+        if result != 0 {
+            let error = Errno(rawValue: errno)
+            if error == .fileExists {
+                throw DocumentError(.alreadyExists, path: destination, reason: "already exists; choose another name")
+            }
+            throw DocumentError(.cannotCreate, path: destination, reason: "cannot create the file", underlyingError: error)
+        }
+    }
+
+    /// Removes a file; a file that is already gone is not an error.
+    static func removeFile(_ path: FilePath) throws {
+        if path.withPlatformString({ unlink($0) }) != 0 && errno != ENOENT {
+            throw DocumentError.io("cannot remove the file", path: path, errno: Errno(rawValue: errno))
+        }
+    }
+
+    /// Removes a file tree without following symbolic links.
+    static func removeTree(_ path: FilePath) throws {
+        guard let status = try status(path) else { return }
+        if status.kind == .directory {
+            for name in try contentsOfDirectory(path) {
+                try removeTree(path.appending(name))
+            }
+            if path.withPlatformString({ rmdir($0) }) != 0 && errno != ENOENT {
+                throw DocumentError.io("cannot remove the folder", path: path, errno: Errno(rawValue: errno))
+            }
+        } else {
+            try removeFile(path)
+        }
+    }
+
+    /// The names in a folder, sorted, without `.` and `..`.
+    static func contentsOfDirectory(_ path: FilePath) throws -> [String] {
+        guard let directory = path.withPlatformString({ opendir($0) }) else {
+            throw DocumentError.io("cannot list the folder", path: path, errno: Errno(rawValue: errno))
+        }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    /// Creates a folder and any missing parents (mode 0755).
+    static func createDirectory(_ path: FilePath) throws {
+        if isDirectory(path) { return }
+        if let parent = path.removingLastComponent() as FilePath?, !parent.isEmpty, parent != path,
+           !isDirectory(parent) {
+            try createDirectory(parent)
+        }
+        if path.withPlatformString({ mkdir($0, 0o755) }) != 0 && errno != EEXIST {
+            throw DocumentError(.cannotCreate, path: path, reason: "cannot create the folder",
+                                underlyingError: Errno(rawValue: errno))
+        }
+    }
+
+    /// Creates a fresh, private folder inside `parent` whose name starts with `prefix`.
+    static func makeTemporaryDirectory(in parent: FilePath, prefix: String) throws -> FilePath {
+        var template = Array(parent.appending("\(prefix)XXXXXX").string.utf8CString)
+        let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        guard created != nil else {
+            throw DocumentError(.cannotCreate, path: parent, reason: "cannot create a working folder",
+                                underlyingError: Errno(rawValue: errno))
+        }
+        return FilePath(String(cString: template))
+    }
+
+    /// The SHA-256 and size of a file, read in 1 MiB chunks.
+    static func digest(of path: FilePath) throws -> (sha256: String, size: Int64) {
+        let descriptor = try openForReading(path)
+        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+        var hasher = SHA256()
+        var size: Int64 = 0
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let count: Int
+            do { count = try descriptor.read(into: buffer) } catch let error as Errno {
+                throw DocumentError.io("cannot read the file", path: path, errno: error)
+            }
+            if count == 0 { break }
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            size += Int64(count)
+        }
+        return (hasher.finalize().hexString, size)
+    }
+
+    static func openForReading(_ path: FilePath) throws -> FileDescriptor {
+        do {
+            return try FileDescriptor.open(path, .readOnly, options: [.noFollow])
+        } catch let error as Errno {
+            if error == .noSuchFileOrDirectory {
+                throw DocumentError(.notFound, path: path, reason: "no such file", underlyingError: error)
+            }
+            throw DocumentError.io("cannot open the file", path: path, errno: error)
+        }
+    }
+
+    /// Reads exactly `count` bytes at `offset`, or fewer at the end of the file.
+    static func read(_ descriptor: FileDescriptor, at offset: Int64, count: Int) throws -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var filled = 0
+        while filled < count {
+            let got = try bytes.withUnsafeMutableBytes { buffer in
+                try descriptor.read(fromAbsoluteOffset: offset + Int64(filled),
+                                    into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
+            }
+            if got == 0 { break }
+            filled += got
+        }
+        return filled == count ? bytes : Array(bytes[0..<filled])
+    }
+
+    /// Writes all of `bytes`, retrying short writes.
+    static func writeAll(_ descriptor: FileDescriptor, _ bytes: UnsafeRawBufferPointer, path: FilePath) throws {
+        do {
+            _ = try descriptor.writeAll(bytes)
+        } catch let error as Errno {
+            throw DocumentError.io("cannot write the file", path: path, errno: error)
+        }
+    }
+
+    /// Takes an exclusive `flock(2)` on an open file. Returns `false` when another open file description holds it
+    /// and `wait` is false. The lock dies with the descriptor and with the process.
+    static func lockExclusively(_ descriptor: FileDescriptor, wait: Bool) -> Bool {
+        while true {
+            if flock(descriptor.rawValue, LOCK_EX | (wait ? 0 : LOCK_NB)) == 0 { return true }
+            if errno == EINTR { continue }
+            return false
+        }
+    }
+}
+
+extension Sequence where Element == UInt8 {
+    var hexString: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        for byte in self {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+extension SHA256.Digest {
+    var hexString: String { Array(self).hexString }
+}

@@ -1,0 +1,65 @@
+import ArgumentParser
+import Foundation
+import ManagedDocument
+
+/// Options shared by the commands that print results.
+struct OutputOptions: ParsableArguments {
+    @Flag(name: .long, help: "Print one JSON document on stdout instead of text (shape documented in docs/CLI.md).")
+    var json = false
+}
+
+/// Options shared by the commands that write bundles.
+struct CompressionOptions: ParsableArguments {
+    enum Method: String, ExpressibleByArgument, CaseIterable {
+        case deflate, store
+    }
+
+    @Option(name: .long, help: "How entries are compressed: deflate or store.")
+    var compression: Method = .deflate
+
+    @Option(name: .long, help: "Deflate level, 1 (fastest) to 9 (smallest).")
+    var level: Int = 6
+
+    func validate() throws {
+        guard (1...9).contains(level) else { throw ValidationError("--level must be between 1 and 9") }
+    }
+
+    var writingCompression: WritingOptions.Compression {
+        compression == .store ? .store : .deflate(level: level)
+    }
+}
+
+enum JSONOutput {
+    static func print<T: Encodable>(_ value: T) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        let data = try encoder.encode(value)
+        FileHandle.standardOutput.write(data)
+        FileHandle.standardOutput.write(Data("\n".utf8))
+    }
+}
+
+/// An error as the JSON outputs show it.
+struct ErrorJSON: Encodable {
+    var code: String
+    var entry: String?
+    var message: String
+
+    init(_ error: DocumentError) {
+        code = error.code.description
+        entry = error.entry
+        message = error.description
+    }
+}
+
+func formatBytes(_ bytes: UInt64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    var value = Double(bytes)
+    var unit = 0
+    while value >= 1024 && unit < units.count - 1 {
+        value /= 1024
+        unit += 1
+    }
+    return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+}

@@ -5,18 +5,24 @@ import SystemPackage
 
 struct Create: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Create a new document bundle with an empty store.",
+        abstract: "Create a new document bundle with an empty store, or with a copy of a SQLite database.",
         discussion: """
-            The bundle is written aside, verified and renamed into place; an existing file is never replaced.
+            The bundle is written aside, verified and renamed into place; an existing file is never replaced. \
+            With --from, the database is copied through SQLite's backup API (committed rows still in a -wal \
+            included), checked, and packed; the source is opened read-only and never changed.
 
             Examples:
               docconvert create Notes.mdz
+              docconvert create Notes.mdz --from notes.sqlite --compression store
               docconvert create Notes.mdz --model-name Notes --model-version 3 --media-type application/vnd.example.notes+zip
             """
     )
 
     @Argument(help: "The bundle to create (conventionally with the .mdz extension).")
     var bundle: String
+
+    @Option(name: .long, help: ArgumentHelp("A SQLite database to copy into the new document.", valueName: "store"))
+    var from: String?
 
     @Option(name: .long, help: "The media type written to the mimetype entry and the metadata.")
     var mediaType: String = BundleLayout.defaultMediaType
@@ -46,9 +52,13 @@ struct Create: ParsableCommand {
         let metadata = DocumentMetadata(
             mediaType: mediaType,
             model: .init(name: modelName, version: modelVersion, compatibilityLevel: compatibilityLevel))
+        let options = WritingOptions(compression: compression.writingCompression)
         let written = try reportingErrors {
-            try BundleWriter.createEmptyDocument(
-                at: path, metadata: metadata, options: WritingOptions(compression: compression.writingCompression))
+            if let from {
+                return try BundleWriter.createDocument(at: path, copyingStore: FilePath(from), metadata: metadata,
+                                                       options: options)
+            }
+            return try BundleWriter.createEmptyDocument(at: path, metadata: metadata, options: options)
         }
         if output.json {
             struct Result: Encodable { var path: String; var metadata: DocumentMetadata }

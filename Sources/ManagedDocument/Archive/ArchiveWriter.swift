@@ -37,14 +37,17 @@ final class ArchiveWriter {
     ///   - mediaType: the `mimetype` entry's content.
     ///   - deflateLevel: 1...9 for deflate; 0 stores every entry.
     ///   - modificationTime: seconds since 1970 recorded for every entry.
+    ///   - forcesZIP64: write zip64 fields and end records even when no size needs them (for tests and for
+    ///     readers that want to check their zip64 support).
     init(descriptor: FileDescriptor, path: FilePath, mediaType: String, deflateLevel: Int,
-         modificationTime: Int64) throws {
+         modificationTime: Int64, forcesZIP64: Bool = false) throws {
         precondition((0...9).contains(deflateLevel), "deflate level must be 0...9")
         guard let handle = archive_write_new() else { throw ArchiveFailure.outOfMemory }
         self.handle = handle  // from here on deinit frees it, even if init throws
         self.path = path
         self.modificationTime = modificationTime
         self.deflateLevel = deflateLevel
+        self.forcesZIP64 = forcesZIP64
         self.sink = Sink(descriptor: descriptor, path: path)
 
         let name = Array(BundleLayout.mimetype.utf8)
@@ -77,6 +80,9 @@ final class ArchiveWriter {
         } else {
             try check(archive_write_set_format_option(handle, "zip", "compression", "store"), "select storing")
         }
+        if forcesZIP64 {
+            try check(archive_write_set_format_option(handle, "zip", "zip64", "1"), "force zip64")
+        }
         let client = Unmanaged.passUnretained(sink).toOpaque()
         try check(archive_write_open2(handle, client, nil, { _, client, buffer, length in
             guard let client, let buffer else { return -1 }
@@ -92,6 +98,7 @@ final class ArchiveWriter {
     }
 
     private let deflateLevel: Int
+    private let forcesZIP64: Bool
 
     deinit { archive_write_free(handle) }
 
@@ -188,12 +195,12 @@ final class ArchiveWriter {
         var directory = mimetypeRecord.encoded()
         for var record in decoded {
             record.localHeaderOffset += prefix
-            directory += record.encoded()
+            directory += record.encoded(forcesZIP64: forcesZIP64)
         }
         try sink.write(directory)
         try sink.write(ZipEndRecord.encode(entryCount: UInt64(decoded.count + 1),
                                            directorySize: UInt64(directory.count),
-                                           directoryOffset: directoryOffset))
+                                           directoryOffset: directoryOffset, forcesZIP64: forcesZIP64))
         try sink.flush()
     }
 

@@ -42,12 +42,16 @@ struct ZipCentralRecord: Equatable {
     }
 
     /// Encodes the record, adding a zip64 extra field for the values that need 64 bits.
-    func encoded() -> [UInt8] {
+    /// With `forcesZIP64`, all three values go into the zip64 field whatever their size.
+    func encoded(forcesZIP64: Bool = false) -> [UInt8] {
         let max32 = UInt64(UInt32.max)
         var zip64: [UInt8] = []
-        if uncompressedSize >= max32 { zip64.appendLE(uncompressedSize) }
-        if compressedSize >= max32 { zip64.appendLE(compressedSize) }
-        if localHeaderOffset >= max32 { zip64.appendLE(localHeaderOffset) }
+        let wideUncompressed = forcesZIP64 || uncompressedSize >= max32
+        let wideCompressed = forcesZIP64 || compressedSize >= max32
+        let wideOffset = forcesZIP64 || localHeaderOffset >= max32
+        if wideUncompressed { zip64.appendLE(uncompressedSize) }
+        if wideCompressed { zip64.appendLE(compressedSize) }
+        if wideOffset { zip64.appendLE(localHeaderOffset) }
         var extra: [UInt8] = []
         if !zip64.isEmpty {
             extra.appendLE(UInt16(0x0001))
@@ -69,15 +73,15 @@ struct ZipCentralRecord: Equatable {
         out.appendLE(modificationTime)
         out.appendLE(modificationDate)
         out.appendLE(crc32)
-        out.appendLE(UInt32(min(compressedSize, max32)))
-        out.appendLE(UInt32(min(uncompressedSize, max32)))
+        out.appendLE(wideCompressed ? UInt32.max : UInt32(compressedSize))
+        out.appendLE(wideUncompressed ? UInt32.max : UInt32(uncompressedSize))
         out.appendLE(UInt16(name.count))
         out.appendLE(UInt16(extra.count))
         out.appendLE(UInt16(comment.count))
         out.appendLE(UInt16(diskStart))
         out.appendLE(internalAttributes)
         out.appendLE(externalAttributes)
-        out.appendLE(UInt32(min(localHeaderOffset, max32)))
+        out.appendLE(wideOffset ? UInt32.max : UInt32(localHeaderOffset))
         out += name
         out += extra
         out += comment
@@ -112,9 +116,11 @@ struct ZipEndRecord {
     static let zip64LocatorSignature: UInt32 = 0x0706_4b50
 
     /// Encodes the end records for a directory, with zip64 records when any value needs them.
-    static func encode(entryCount: UInt64, directorySize: UInt64, directoryOffset: UInt64) -> [UInt8] {
+    static func encode(entryCount: UInt64, directorySize: UInt64, directoryOffset: UInt64,
+                       forcesZIP64: Bool = false) -> [UInt8] {
         var out: [UInt8] = []
-        let needsZip64 = entryCount >= 0xFFFF || directorySize >= 0xFFFF_FFFF || directoryOffset >= 0xFFFF_FFFF
+        let needsZip64 = forcesZIP64 || entryCount >= 0xFFFF || directorySize >= 0xFFFF_FFFF
+            || directoryOffset >= 0xFFFF_FFFF
         if needsZip64 {
             let zip64Offset = directoryOffset + directorySize
             out.appendLE(zip64Signature)

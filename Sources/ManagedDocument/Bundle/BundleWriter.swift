@@ -34,6 +34,8 @@ public struct WritingOptions: Sendable, Equatable {
     public var replacesExisting = false
     /// The entries' modification time. Default: now.
     public var modificationTime: Date?
+    /// Writes zip64 records even for small bundles (tests of zip64 readers).
+    var forcesZIP64 = false
 
     public init(compression: Compression = .deflate(level: 6), replacesExisting: Bool = false) {
         if case .deflate(let level) = compression {
@@ -98,12 +100,14 @@ public enum BundleWriter {
             files += try contentFiles(in: folder, prefix: BundleLayout.additionalContentPrefix)
         }
 
+        files.sort { $0.name < $1.name }
         let now = options.modificationTime ?? Date()
         let atomic = try AtomicFile(target: target, replacing: options.replacesExisting)
         defer { atomic.discard() }
         let writer = try ArchiveWriter(descriptor: atomic.descriptor, path: target, mediaType: metadata.mediaType,
                                        deflateLevel: options.deflateLevel,
-                                       modificationTime: Int64(now.timeIntervalSince1970))
+                                       modificationTime: Int64(now.timeIntervalSince1970),
+                                       forcesZIP64: options.forcesZIP64)
         let compress = options.deflateLevel > 0
         let storeDigest = try addFile(content.store, named: BundleLayout.store, compressed: compress, to: writer)
         var entries: [DocumentMetadata.Entry] = []
@@ -122,8 +126,11 @@ public enum BundleWriter {
             userVersion: facts.userVersion, applicationID: facts.applicationID,
             schemaFingerprint: facts.schemaFingerprint)
         result.entries = entries
-        try writer.addEntry(named: BundleLayout.metadata, bytes: try result.encoded(), compressed: compress)
+        let encodedMetadata = try result.encoded()
+        try writer.addEntry(named: BundleLayout.metadata, bytes: encodedMetadata, compressed: compress)
         try writer.finish()
+        // What readers will see (dates at the precision they are written with).
+        result = try DocumentMetadata.decode(encodedMetadata, bundle: target)
 
         // Re-read what was written before it takes the destination's name.
         try BundleReader(at: atomic.temporaryPath).verifyEntries()
@@ -138,10 +145,11 @@ public enum BundleWriter {
     @discardableResult
     public static func createEmptyDocument(at target: FilePath, metadata: DocumentMetadata = DocumentMetadata(),
                                            options: WritingOptions = WritingOptions()) throws -> DocumentMetadata {
-        let folder = target.removingLastComponent()
-        let scratch = try FileSystem.makeTemporaryDirectory(in: folder.isEmpty ? "." : folder, prefix: ".create-")
-        defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the result is what counts.
-        let store = scratch.appending("persistentStore")
+        if !options.replacesExisting, try FileSystem.exists(target) {
+            throw DocumentError(.alreadyExists, path: target, reason: "already exists; choose another name or remove it first")
+        }
+        let scratch = try ScratchDirectory(besides: target)
+        let store = scratch.path.appending("persistentStore")
         do {
             let queue = try DatabaseQueue(path: store.string)
             try queue.writeWithoutTransaction { db in
@@ -197,5 +205,28 @@ public enum BundleWriter {
         }
         try walk(folder, prefix)
         return result
+    }
+}
+
+extension BundleWriter {
+    /// Creates a new document whose store is a copy of an existing SQLite database.
+    ///
+    /// The database is copied through SQLite's backup API (rows still in a `-wal` included) into a working folder
+    /// beside `target`, checked, and packed. The source is opened read-only and never changed.
+    ///
+    /// - Throws: ``DocumentError/Code/alreadyExists``, the codes of consolidation
+    ///   (``DocumentError/Code/notSQLite``, ``DocumentError/Code/storeBusy``, ``DocumentError/Code/storeCorrupt``)
+    ///   and those of ``write(_:metadata:to:options:)``.
+    @discardableResult
+    public static func createDocument(at target: FilePath, copyingStore source: FilePath,
+                                      metadata: DocumentMetadata = DocumentMetadata(),
+                                      options: WritingOptions = WritingOptions()) throws -> DocumentMetadata {
+        if !options.replacesExisting, try FileSystem.exists(target) {
+            throw DocumentError(.alreadyExists, path: target, reason: "already exists; choose another name or remove it first")
+        }
+        let scratch = try ScratchDirectory(besides: target)
+        let store = scratch.path.appending("persistentStore")
+        _ = try StoreConsolidator.consolidate(source, into: store)
+        return try write(BundleContent(store: store), metadata: metadata, to: target, options: options)
     }
 }

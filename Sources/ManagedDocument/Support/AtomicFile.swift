@@ -80,15 +80,64 @@ final class AtomicFile {
         let prefix = ".\(name)."
         let names: [String]
         do { names = try FileSystem.contentsOfDirectory(folder) } catch { return }  // unlistable: nothing to clean
-        for candidate in names where candidate.hasPrefix(prefix) && candidate.hasSuffix(temporarySuffix) {
+        for candidate in names where candidate.hasPrefix(prefix) {
             let path = folder.appending(candidate)
-            guard FileSystem.isRegularFile(path),
-                  let descriptor = try? FileDescriptor.open(path, .readOnly, options: [.noFollow])
-            else { continue }  // gone already, or not ours to open
-            defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
-            if FileSystem.lockExclusively(descriptor, wait: false) {
-                try FileSystem.removeFile(path)
+            if candidate.hasSuffix(temporarySuffix), FileSystem.isRegularFile(path) {
+                if let descriptor = try? FileDescriptor.open(path, .readOnly, options: [.noFollow]) {
+                    defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+                    if FileSystem.lockExclusively(descriptor, wait: false) { try FileSystem.removeFile(path) }
+                }
+            } else if candidate.hasSuffix(ScratchDirectory.suffix), FileSystem.isDirectory(path) {
+                let lock = path.appending(ScratchDirectory.lockName)
+                guard let descriptor = try? FileDescriptor.open(lock, .readOnly, options: [.noFollow]) else {
+                    // No lock file: its writer died between mkdir and creating the lock.
+                    if (try? FileSystem.contentsOfDirectory(path))?.isEmpty == true { try FileSystem.removeTree(path) }
+                    continue
+                }
+                defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+                if FileSystem.lockExclusively(descriptor, wait: false) { try FileSystem.removeTree(path) }
             }
         }
+    }
+}
+
+/// A private working folder beside a target, `.<target name>.<random>.partial.d`, held under a `flock(2)` on its
+/// `.lock` file while in use, and removed when done. One left by a process that died is removed by the next
+/// ``AtomicFile`` or ``ScratchDirectory`` for the same target.
+final class ScratchDirectory {
+    static let suffix = ".partial.d"
+    static let lockName = ".lock"
+
+    let path: FilePath
+    private let lock: FileDescriptor
+
+    init(besides target: FilePath) throws {
+        let directory = target.removingLastComponent()
+        let folder: FilePath = directory.isEmpty ? "." : directory
+        guard let name = target.lastComponent?.string else {
+            throw DocumentError(.cannotCreate, path: target, reason: "the destination has no file name")
+        }
+        try AtomicFile.removeStaleTemporaries(for: target)
+        let random = UUID().uuidString.prefix(8).lowercased()
+        let path = folder.appending(".\(name).\(random)\(ScratchDirectory.suffix)")
+        if path.withPlatformString({ mkdir($0, 0o700) }) != 0 {
+            throw DocumentError(.cannotCreate, path: target, reason: "cannot create a working folder beside it",
+                                underlyingError: Errno(rawValue: errno))
+        }
+        do {
+            lock = try FileDescriptor.open(path.appending(ScratchDirectory.lockName), .readWrite,
+                                           options: [.create, .exclusiveCreate], permissions: [.ownerReadWrite])
+        } catch let error as Errno {
+            try? FileSystem.removeTree(path)  // Cleanup after a first error.
+            throw DocumentError(.cannotCreate, path: target, reason: "cannot create a working folder beside it",
+                                underlyingError: error)
+        }
+        _ = FileSystem.lockExclusively(lock, wait: false)
+        self.path = path
+    }
+
+    deinit {
+        try? FileSystem.removeTree(path)  // Cleanup; a leftover is removed by the next writer of the target.
+        try? lock.close()  // Squash close error: the folder is gone.
     }
 }

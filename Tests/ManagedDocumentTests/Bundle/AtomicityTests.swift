@@ -1,0 +1,79 @@
+import Foundation
+import SystemPackage
+import Testing
+@testable import ManagedDocument
+
+@Suite("Writes are atomic: a killed writer never leaves a partial bundle")
+struct AtomicityTests {
+    @Test("SIGKILL at random moments leaves nothing, the old bundle, or a complete new one; the next write cleans up")
+    func killedWriters() async throws {
+        try await withTemporaryDirectory { directory in
+            let source = try Fixtures.makeStore(at: directory.appending("big.sqlite"), rows: 40_000, blobSize: 200)
+            let target = directory.appending("Doc.mdz")
+            // How long an uninterrupted write takes, to spread the kills over it.
+            let started = Date()
+            let first = try run(docconvertBinary, ["create", target.string, "--from", source.string, "--level", "6"])
+            #expect(first.status == 0, "\(first.output)")
+            let duration = Date().timeIntervalSince(started)
+            let original = try Fixtures.bytes(of: target)
+            try FileSystem.removeFile(target)
+
+            var generator = SeededGenerator(seed: 42)
+            var outcomes = (absent: 0, complete: 0)
+            for trial in 0..<50 {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: docconvertBinary)
+                process.arguments = ["create", target.string, "--from", source.string, "--level", "6"]
+                process.standardOutput = FileHandle.nullDevice
+                process.standardError = FileHandle.nullDevice
+                try process.run()
+                let delay = Double.random(in: 0...(duration * 1.1), using: &generator)
+                try await Task.sleep(nanoseconds: UInt64(delay * 1e9))
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                if try FileSystem.exists(target) {
+                    // Under the final name: only ever a complete, valid bundle.
+                    let reader = try BundleReader(at: target)
+                    try reader.verifyEntries()
+                    #expect(reader.metadata.store.size > 0, "trial \(trial)")
+                    outcomes.complete += 1
+                    try FileSystem.removeFile(target)
+                } else {
+                    outcomes.absent += 1
+                }
+            }
+            #expect(outcomes.absent + outcomes.complete == 50)
+            // The next write to the same place removes what the killed writers left behind.
+            try BundleWriter.createDocument(at: target, copyingStore: source)
+            let leftovers = try FileSystem.contentsOfDirectory(directory).filter {
+                $0.hasSuffix(AtomicFile.temporarySuffix) || $0.hasSuffix(ScratchDirectory.suffix)
+            }
+            #expect(leftovers.isEmpty, "stray temporaries: \(leftovers)")
+            #expect(try Fixtures.bytes(of: target).count > 0)
+            #expect(original.count > 0)
+        }
+    }
+
+    @Test("replacing a bundle that is killed mid-write leaves the previous bundle byte for byte")
+    func killedReplacementKeepsPrevious() async throws {
+        try await withTemporaryDirectory { directory in
+            let target = directory.appending("Doc.mdz")
+            try Fixtures.makeBundle(at: target, rows: 10)
+            let previous = try Fixtures.bytes(of: target)
+            let store = try Fixtures.makeStore(at: directory.appending("big.sqlite"), rows: 20_000)
+            // A replacement that fails halfway (its store shrinks under it) must leave the previous bundle intact.
+            let truncated = directory.appending("truncated.sqlite")
+            try FileManager.default.copyItem(atPath: store.string, toPath: truncated.string)
+            let handle = try FileDescriptor.open(truncated, .writeOnly)
+            #expect(ftruncate(handle.rawValue, 100) == 0)
+            try handle.close()
+            let error = #expect(throws: DocumentError.self) {
+                try BundleWriter.write(BundleContent(store: truncated), metadata: DocumentMetadata(), to: target,
+                                       options: WritingOptions(replacesExisting: true))
+            }
+            #expect(error != nil)
+            #expect(try Fixtures.bytes(of: target) == previous)
+            #expect(try FileSystem.contentsOfDirectory(directory).sorted() == ["Doc.mdz", "big.sqlite", "truncated.sqlite"])
+        }
+    }
+}

@@ -1,0 +1,123 @@
+import ArgumentParser
+import Foundation
+import ManagedDocument
+import SystemPackage
+import Testing
+@testable import docconvert
+
+@Suite("docconvert commands")
+struct CommandTests {
+    private func temporaryDirectory() throws -> FilePath {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("dc-tests-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return FilePath(url.path)
+    }
+
+    private var binary: String {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let candidates = [CommandLine.arguments.first { $0.contains(".xctest") }.map {
+            URL(fileURLWithPath: $0).deletingLastPathComponent().appendingPathComponent("docconvert").path
+        }, root.appendingPathComponent(".build/debug/docconvert").path].compactMap { $0 }
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates.last!
+    }
+
+    private func execute(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+    }
+
+    @Test("arguments parse into the commands, and bad ones are usage errors")
+    func parsing() throws {
+        let create = try DocConvert.parseAsRoot(["create", "a.mdz", "--compression", "store"])
+        #expect(create is Create)
+        let verify = try DocConvert.parseAsRoot(["verify", "a.mdz", "b.mdz", "--json", "--quick"]) as? Verify
+        #expect(verify?.bundles == ["a.mdz", "b.mdz"])
+        #expect(throws: (any Error).self) { try DocConvert.parseAsRoot(["extract", "a.mdz"]) }
+        #expect(throws: (any Error).self) { try DocConvert.parseAsRoot(["create", "a.mdz", "--level", "12"]) }
+        do {
+            _ = try DocConvert.parseAsRoot(["extract", "a.mdz", "--output", "x", "--directory", "y"])
+            Issue.record("both --output and --directory were accepted")
+        } catch {
+            #expect(DocConvert.exitCode(for: error).rawValue == 64)
+        }
+    }
+
+    @Test("create, inspect --json, verify and extract work end to end in the built binary")
+    func endToEnd() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
+        let bundle = directory.appending("Notes.mdz").string
+        let created = try execute(["create", bundle, "--model-name", "Notes", "--model-version", "2"])
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(created.stdout.hasPrefix("created \(bundle)"))
+
+        let inspected = try execute(["inspect", bundle, "--json"])
+        #expect(inspected.status == 0)
+        let json = try JSONSerialization.jsonObject(with: Data(inspected.stdout.utf8)) as? [String: Any]
+        #expect(json?["mediaType"] as? String == BundleLayout.defaultMediaType)
+        let metadata = json?["metadata"] as? [String: Any]
+        #expect((metadata?["model"] as? [String: Any])?["name"] as? String == "Notes")
+        #expect((json?["entries"] as? [[String: Any]])?.first?["name"] as? String == "mimetype")
+
+        let verified = try execute(["verify", bundle])
+        #expect(verified.status == 0)
+        #expect(verified.stdout.hasPrefix("ok: "))
+
+        let store = directory.appending("Notes.sqlite").string
+        let extracted = try execute(["extract", bundle, "--output", store])
+        #expect(extracted.status == 0, "\(extracted.stderr)")
+        #expect(FileManager.default.fileExists(atPath: store))
+
+        let again = try execute(["create", bundle])
+        #expect(again.status == 73)
+        #expect(again.stderr.hasPrefix("error: \(bundle): already exists"))
+        #expect(again.stderr.split(separator: "\n").count == 1)
+    }
+
+    @Test("a damaged bundle is one error line and exit status 65; a missing one is 66; verify goes on past failures")
+    func failures() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
+        let good = directory.appending("Good.mdz").string
+        #expect(try execute(["create", good]).status == 0)
+        let bad = directory.appending("Bad.mdz").string
+        var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: good)))
+        bytes[40] ^= 0xFF  // inside the media type: its CRC no longer matches
+        try Data(bytes).write(to: URL(fileURLWithPath: bad))
+
+        let inspected = try execute(["inspect", bad])
+        #expect(inspected.status == 65)
+        #expect(inspected.stderr.hasPrefix("error: \(bad): mimetype: "))
+
+        let missing = try execute(["inspect", directory.appending("nope.mdz").string])
+        #expect(missing.status == 66)
+
+        let verified = try execute(["verify", "--json", bad, good])
+        #expect(verified.status == 65)
+        let json = try JSONSerialization.jsonObject(with: Data(verified.stdout.utf8)) as? [String: Any]
+        #expect(json?["ok"] as? Bool == false)
+        let items = json?["bundles"] as? [[String: Any]]
+        #expect(items?.count == 2)
+        #expect(items?.last?["ok"] as? Bool == true)
+        #expect((items?.first?["error"] as? [String: Any])?["code"] as? String == "checksumMismatch")
+    }
+
+    @Test("--help teaches and --version answers")
+    func help() throws {
+        let help = try execute(["--help"])
+        #expect(help.stdout.contains("SUBCOMMANDS"))
+        #expect(help.stdout.contains("Exit status"))
+        let version = try execute(["--version"])
+        #expect(version.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == ManagedDocumentVersion.string)
+    }
+}

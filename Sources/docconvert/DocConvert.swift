@@ -28,7 +28,7 @@ struct DocConvert: ParsableCommand {
               docconvert extract Notes.mdz --output Notes.sqlite
             """,
         version: ManagedDocumentVersion.string,
-        subcommands: [Create.self, Inspect.self, Verify.self, Extract.self]
+        subcommands: [Convert.self, Create.self, Inspect.self, Verify.self, Extract.self]
     )
 
     /// The exit status for an error, one switch over the codes (sysexits.h).

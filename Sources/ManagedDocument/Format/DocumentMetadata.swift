@@ -115,6 +115,8 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
         public var coreData: CoreDataInfo?
         /// The package's `DocumentMetadata.plist`, as JSON, for UIManagedDocument packages that have one.
         public var packageMetadata: [String: JSONValue]?
+        /// Things a reader of the source would want to know: dangling external-data references, and the like.
+        public var warnings: [String]?
     }
 
     /// What a Core Data store's `Z_METADATA` says.
@@ -127,6 +129,8 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
         public var frameworkVersion: String?
         /// `Z_METADATA.Z_VERSION`.
         public var metadataVersion: Int?
+        /// Names of the other keys in `Z_PLIST` (app metadata, kept in the store; values are not copied here).
+        public var otherKeys: [String]?
     }
 
     /// A new document's metadata; ``store`` is filled in when the bundle is written.

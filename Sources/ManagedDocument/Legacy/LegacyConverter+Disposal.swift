@@ -1,0 +1,66 @@
+import SystemPackage
+
+extension LegacyConverter {
+    /// Keeps, backs up or deletes the legacy files; called only once their bundle is durable and verified.
+    ///
+    /// The main store file goes first: a crash midway leaves at most orphan sidecars, which SQLite never reads
+    /// without their store, and running the conversion again finishes the job. Files already gone are skipped.
+    func dispose(_ legacy: LegacyStore, provenance: DocumentMetadata.Provenance) throws
+        -> (location: FilePath?, files: [String]) {
+        let parent = legacy.source.removingLastComponent()
+        let folder: FilePath = parent.isEmpty ? "." : parent
+        var items: [FilePath] = legacy.isPackage ? [legacy.source] : [legacy.store] + legacy.sidecars
+        if !legacy.isPackage, let support = legacy.supportFolder { items.append(support) }
+        items = try items.filter { try FileSystem.exists($0) }
+        func failed(_ error: DocumentError) -> DocumentError {
+            DocumentError(error.code, path: legacy.source,
+                          reason: "the bundle is complete and verified, but the legacy files could not be \(options.legacyPolicy == .delete ? "deleted" : "moved") (\(error.reason)); fix that and run the same command again",
+                          underlyingError: error.underlyingError)
+        }
+        switch options.legacyPolicy {
+        case .keep:
+            return (nil, [])
+        case .delete:
+            do {
+                for item in items { try FileSystem.removeTree(item) }
+                try FileSystem.syncDirectory(folder)
+            } catch let error as DocumentError { throw failed(error) }
+            return (nil, items.map(\.string))
+        case .backup:
+            let root = options.backupDirectory ?? folder.appending("docconvert-backup")
+            let name = legacy.source.lastComponent?.string ?? "store"
+            let storeName = legacy.isPackage ? "StoreContent/persistentStore" : name
+            let sha = provenance.files.first { $0.name == storeName }?.sha256.prefix(8) ?? "backup"
+            let destination = root.appending("\(name).\(sha)")
+            var moved: [String] = []
+            do {
+                try FileSystem.createDirectory(destination)
+                for item in items {
+                    guard let itemName = item.lastComponent?.string else { continue }
+                    try FileSystem.rename(item, to: destination.appending(itemName))
+                    moved.append(item.string)
+                }
+                try FileSystem.syncDirectory(destination)
+                try FileSystem.syncDirectory(folder)
+            } catch let error as DocumentError {
+                if (error.underlyingError as? Errno) == .improperLink {
+                    throw failed(DocumentError(error.code, path: error.path,
+                                               reason: "the backup folder \(root) is on another volume; choose one on the same volume with --backup-dir",
+                                               underlyingError: error.underlyingError))
+                }
+                throw failed(error)
+            }
+            return (destination, moved)
+        }
+    }
+}
+
+extension LegacyDetector {
+    /// What is left of a loose store whose main file was already disposed of (sidecars, support folder).
+    static func leftovers(of source: FilePath, provenance: DocumentMetadata.Provenance) -> LegacyStore {
+        let isPackage = provenance.kind == LegacyStore.Kind.uiManagedDocumentPackage.rawValue
+        let grouped = (try? group(store: source, source: source, isPackage: isPackage))  // unreadable: nothing left
+            ?? LegacyStore(source: source, store: source, isPackage: isPackage, sidecars: [], packageFiles: [])
+        return grouped
+    }
+}

@@ -1,0 +1,339 @@
+import Foundation
+import GRDB
+import Logging
+import SystemPackage
+
+/// What happens to a legacy store's files once its bundle is durable and verified.
+public enum LegacyPolicy: String, Sendable, Codable, CaseIterable {
+    /// Leave them where they are.
+    case keep
+    /// Move them into a backup folder (the default).
+    case backup
+    /// Delete them.
+    case delete
+}
+
+/// How ``LegacyConverter`` converts.
+public struct ConversionOptions: Sendable {
+    /// What happens to the legacy files after the bundle is safe. Default: ``LegacyPolicy/backup``.
+    public var legacyPolicy: LegacyPolicy = .backup
+    /// Where backups go. Default: a `docconvert-backup` folder beside the source.
+    public var backupDirectory: FilePath?
+    /// Compression of the bundle.
+    public var writing = WritingOptions()
+    /// How long to wait for another process to close or finish writing the store (seconds). Default: 5.
+    public var busyTimeout: Double = 5
+    /// The bundle's media type.
+    public var mediaType = BundleLayout.defaultMediaType
+    /// The model recorded in the new document.
+    public var model = DocumentMetadata.Model()
+
+    public init() {}
+}
+
+/// What one conversion did.
+public struct ConversionReport: Sendable, Codable, Equatable {
+    /// `converted`, or `alreadyConverted` when an earlier run had made the bundle.
+    public enum Outcome: String, Sendable, Codable {
+        case converted, alreadyConverted
+    }
+
+    public var outcome: Outcome
+    public var source: String
+    public var kind: LegacyStore.Kind
+    public var bundle: String
+    /// Bytes of every source file.
+    public var sourceBytes: Int64
+    /// Bytes of the bundle.
+    public var bundleBytes: Int64
+    /// SHA-256 of the bundle's store.
+    public var storeSHA256: String
+    /// Rows per table, as SQLite read them from the source (with its `-wal`) and from the copy.
+    public var rowCounts: [String: Int]
+    public var legacyPolicy: LegacyPolicy
+    /// Where the legacy files went, for ``LegacyPolicy/backup``.
+    public var backupLocation: String?
+    /// The legacy files moved or deleted.
+    public var disposedFiles: [String]
+    public var warnings: [String]
+    /// Seconds.
+    public var duration: Double
+}
+
+/// Converts legacy SQLite stores and UIManagedDocument packages into bundles, losing nothing.
+///
+/// The protocol, step by step:
+/// 1. The store's files are copied into a private working folder beside the bundle while no process can commit
+///    to the store (see SourceSnapshot), hashing each for the provenance. The source is only read.
+/// 2. SQLite recovers the copy: committed transactions in the `-wal` are included, a hot `-journal` is rolled
+///    back. Row counts are taken, the copy is switched to `journal_mode=DELETE`, passes `PRAGMA integrity_check`
+///    and must have the same schema and row counts as before.
+/// 3. The bundle is written aside, verified, and renamed into place (``BundleWriter``).
+/// 4. Only then are the legacy files kept, backed up or deleted, by policy.
+///
+/// A crash at any point leaves the legacy store, or a complete bundle, or both; running the same conversion
+/// again removes leftovers, recognises a finished bundle by its provenance checksums, and completes the disposal.
+///
+/// ```swift
+/// var options = ConversionOptions()
+/// options.legacyPolicy = .keep
+/// let report = try LegacyConverter(options: options).convert(storeAt: "Notes.sqlite")
+/// print(report.bundle, report.rowCounts)
+/// ```
+public struct LegacyConverter: Sendable {
+    public var options: ConversionOptions
+    public var logger: Logger
+
+    public init(options: ConversionOptions = ConversionOptions(),
+                logger: Logger = Logger(label: "ManagedDocument.convert", factory: { _ in SwiftLogNoOpLogHandler() })) {
+        self.options = options
+        self.logger = logger
+    }
+
+    /// Detects what `source` is and converts it.
+    ///
+    /// When `source` no longer exists but a bundle made from it does (a run that crashed while disposing of the
+    /// legacy files), the disposal is completed and the outcome is ``ConversionReport/Outcome/alreadyConverted``.
+    ///
+    /// - Throws: ``DocumentError/Code/notALegacyStore`` for bundles, sidecars and files that are not SQLite stores;
+    ///   and the codes of ``convert(_:to:)``.
+    public func convert(storeAt source: FilePath, to bundle: FilePath? = nil) throws -> ConversionReport {
+        if try !FileSystem.exists(source) {
+            let name = source.lastComponent?.string ?? ""
+            let target = bundle ?? LegacyStore(source: source, store: source, isPackage: false, sidecars: [],
+                                               packageFiles: []).defaultBundlePath
+            if try FileSystem.exists(target), let reader = try? BundleReader(at: target),  // not a bundle: say "not found"
+               let provenance = reader.metadata.provenance, provenance.fileName == name {
+                return try finishEarlierConversion(source: source, reader: reader, provenance: provenance)
+            }
+            throw DocumentError(.notFound, path: source, reason: "no such file or folder")
+        }
+        switch try LegacyDetector.detect(at: source) {
+        case .legacyStore(let legacy):
+            return try convert(legacy, to: bundle)
+        case .bundle:
+            throw DocumentError(.notALegacyStore, path: source, reason: "is already a document bundle; nothing to convert")
+        case .sidecar(let store):
+            let hint = store.map { "; convert its store, \($0)" } ?? ", and its store is missing"
+            throw DocumentError(.notALegacyStore, path: source, reason: "is a SQLite sidecar file\(hint)")
+        case .notAStore(let reason):
+            throw DocumentError(.notALegacyStore, path: source, reason: "is \(reason), not a legacy store; it was not touched")
+        }
+    }
+
+    /// Converts a detected legacy store into a bundle at `bundle` (default: beside it, with the `.mdz` extension).
+    ///
+    /// - Throws: ``DocumentError``: ``DocumentError/Code/storeBusy`` (in use past the timeout),
+    ///   ``DocumentError/Code/storeCorrupt`` and ``DocumentError/Code/notSQLite`` (the source is damaged; it is left
+    ///   as it was), ``DocumentError/Code/verificationFailed``, ``DocumentError/Code/alreadyExists`` (a different
+    ///   file is at the destination), ``DocumentError/Code/cannotCreate`` and ``DocumentError/Code/ioFailure``. In
+    ///   every case the legacy files are unchanged.
+    public func convert(_ legacy: LegacyStore, to bundle: FilePath? = nil) throws -> ConversionReport {
+        let started = Date()
+        let target = bundle ?? legacy.defaultBundlePath
+        logger.debug("convert.start", metadata: ["source.path": "\(legacy.source)", "bundle.path": "\(target)"])
+        if try FileSystem.exists(target) {
+            return try resume(legacy, at: target, started: started)
+        }
+
+        let scratch = try ScratchDirectory(besides: target)
+        let snapshot = try SourceSnapshot.capture(legacy, into: scratch.path, busyTimeout: options.busyTimeout)
+        let recovered = try recover(snapshot.store, source: legacy.store)
+        var files = snapshot.files
+        var warnings: [String] = []
+
+        if let external = legacy.externalData {
+            for (_, path) in try BundleWriter.contentFiles(in: external, prefix: BundleLayout.externalDataPrefix) {
+                let digest = try FileSystem.digest(of: path)
+                files.append(.init(name: SourceSnapshot.relativeName(path, in: legacy), size: digest.size,
+                                   sha256: digest.sha256))
+            }
+        }
+        var additional: FilePath?
+        var packageMetadata: [String: JSONValue]?
+        if legacy.isPackage {
+            var carried = legacy.packageFiles
+            if let plist = legacy.packageMetadata {
+                carried.append("DocumentMetadata.plist")
+                packageMetadata = Self.decodePlist(at: plist, warnings: &warnings)
+            }
+            if !carried.isEmpty {
+                let folder = scratch.path.appending("AdditionalContent")
+                for relative in carried.sorted() {
+                    let destination = folder.appending(relative)
+                    try FileSystem.createDirectory(destination.removingLastComponent())
+                    let digest = try FileSystem.copyFile(legacy.source.appending(relative), to: destination)
+                    files.append(.init(name: relative, size: digest.size, sha256: digest.sha256))
+                }
+                additional = folder
+            }
+        }
+        files.sort { $0.name < $1.name }
+
+        let kind: LegacyStore.Kind = legacy.isPackage ? .uiManagedDocumentPackage
+            : (recovered.isCoreData ? .coreDataSQLite : .sqlite)
+        var metadata = DocumentMetadata(mediaType: options.mediaType, model: options.model)
+        metadata.provenance = DocumentMetadata.Provenance(
+            kind: kind.rawValue,
+            fileName: legacy.source.lastComponent?.string ?? legacy.source.string,
+            size: files.reduce(0) { $0 + $1.size }, files: files, convertedAt: Date(),
+            coreData: recovered.coreData, packageMetadata: packageMetadata,
+            warnings: warnings.isEmpty ? nil : warnings)
+        let written = try BundleWriter.write(
+            BundleContent(store: snapshot.store, externalData: legacy.externalData, additionalContent: additional),
+            metadata: metadata, to: target, options: writingOptions)
+        // External data is read twice (hashed, then packed): both reads must agree, or the source changed meanwhile.
+        let packed = Dictionary(written.entries.map { ($0.name, $0.sha256) }, uniquingKeysWith: { first, _ in first })
+        for file in files where file.name.contains("_EXTERNAL_DATA/") {
+            let entry = BundleLayout.externalDataPrefix + String(file.name.split(separator: "_EXTERNAL_DATA/", maxSplits: 1).last ?? "")
+            if packed[entry] != file.sha256 {
+                try? FileSystem.removeFile(target)  // Cleanup after a first error: the bundle is ours, just written.
+                throw DocumentError(.verificationFailed, path: legacy.source, entry: file.name,
+                                    reason: "the external data changed while it was being converted; nothing was changed, try again")
+            }
+        }
+        logger.debug("convert.written", metadata: ["bundle.path": "\(target)", "bundle.sha256": "\(written.store.sha256)"])
+
+        let disposal = try dispose(legacy, provenance: metadata.provenance!)
+        return ConversionReport(
+            outcome: .converted, source: legacy.source.string, kind: kind,
+            bundle: target.string, sourceBytes: metadata.provenance!.size,
+            bundleBytes: (try FileSystem.status(target))?.size ?? 0, storeSHA256: written.store.sha256,
+            rowCounts: recovered.rowCounts, legacyPolicy: options.legacyPolicy,
+            backupLocation: disposal.location?.string, disposedFiles: disposal.files, warnings: warnings,
+            duration: Date().timeIntervalSince(started))
+    }
+
+    private var writingOptions: WritingOptions {
+        var writing = options.writing
+        writing.replacesExisting = false
+        return writing
+    }
+
+    // MARK: Recovery
+
+    struct Recovered {
+        var rowCounts: [String: Int]
+        var isCoreData: Bool
+        var coreData: DocumentMetadata.CoreDataInfo?
+    }
+
+    /// Lets SQLite recover the private copy, makes it self-contained, and checks that nothing was lost doing so.
+    private func recover(_ copy: FilePath, source: FilePath) throws -> Recovered {
+        func damaged(_ error: DatabaseError) -> DocumentError {
+            let code: DocumentError.Code = error.resultCode == .SQLITE_NOTADB ? .notSQLite : .storeCorrupt
+            return DocumentError(code, path: source,
+                                 reason: "SQLite cannot read the store; it is damaged or truncated and was left exactly as it was",
+                                 underlyingError: error)
+        }
+        let before: StoreFacts
+        var recovered: Recovered
+        do {
+            var configuration = Configuration()
+            configuration.label = "ManagedDocument.recover"
+            let queue = try DatabaseQueue(path: copy.string, configuration: configuration)
+            (before, recovered) = try queue.writeWithoutTransaction { db in
+                let facts = try StoreInspector.facts(db)
+                let isCoreData = try CoreDataMetadata.isCoreDataStore(db)
+                let coreData = isCoreData ? try CoreDataMetadata.read(db) : nil
+                let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode = DELETE")
+                guard mode?.lowercased() == "delete" else {
+                    throw DocumentError(.verificationFailed, path: source,
+                                        reason: "SQLite could not make the copy self-contained (journal mode \(mode ?? "?")); nothing was changed")
+                }
+                return (facts, Recovered(rowCounts: facts.rowCounts, isCoreData: isCoreData, coreData: coreData))
+            }
+            try queue.close()
+        } catch let error as DatabaseError {
+            throw damaged(error)
+        }
+        let after: StoreFacts
+        do {
+            after = try StoreInspector.inspectSelfContained(copy, fullCheck: true)
+        } catch let error as DocumentError where error.code == .storeCorrupt || error.code == .notSQLite {
+            throw DocumentError(error.code, path: source,
+                                reason: "the store fails SQLite's integrity check; it was left exactly as it was (\(error.reason))",
+                                underlyingError: error.underlyingError)
+        }
+        guard after.rowCounts == before.rowCounts, after.schemaFingerprint == before.schemaFingerprint else {
+            throw DocumentError(.verificationFailed, path: source,
+                                reason: "the consolidated copy does not have the source's tables and row counts; nothing was changed")
+        }
+        recovered.rowCounts = after.rowCounts
+        return recovered
+    }
+
+    private static func decodePlist(at path: FilePath, warnings: inout [String]) -> [String: JSONValue]? {
+        guard let data = try? Data(contentsOf: URL(fileURLWithPath: path.string)),
+              let plist = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any]
+        else {
+            warnings.append("DocumentMetadata.plist could not be decoded; it is carried byte for byte in AdditionalContent")
+            return nil
+        }
+        return plist.mapValues(JSONValue.init(propertyList:))
+    }
+
+    // MARK: Resuming
+
+    /// A bundle already exists at the destination: it is this conversion's, finished earlier, or a conflict.
+    private func resume(_ legacy: LegacyStore, at target: FilePath, started: Date) throws -> ConversionReport {
+        let reader: BundleReader
+        do {
+            reader = try BundleReader(at: target)
+        } catch let error as DocumentError {
+            throw DocumentError(.alreadyExists, path: target,
+                                reason: "already exists and is not a valid bundle (\(error.reason)); move it away and convert again",
+                                underlyingError: error)
+        }
+        guard let provenance = reader.metadata.provenance,
+              provenance.fileName == legacy.source.lastComponent?.string
+        else {
+            throw DocumentError(.alreadyExists, path: target,
+                                reason: "already exists and was not made from \(legacy.source); choose another --output")
+        }
+        // The files that are still there must be the ones converted (a -shm changes with every reader: skipped).
+        let recorded = Dictionary(provenance.files.map { ($0.name, $0.sha256) }, uniquingKeysWith: { first, _ in first })
+        for path in [legacy.store] + legacy.sidecars where !path.string.hasSuffix("-shm") {
+            let name = SourceSnapshot.relativeName(path, in: legacy)
+            let digest = try FileSystem.digest(of: path)
+            if let sha = recorded[name], sha == digest.sha256 { continue }
+            if path.string.hasSuffix("-journal") || path.string.hasSuffix("-wal"), recorded[name] == nil, digest.size == 0 {
+                continue
+            }
+            throw DocumentError(.alreadyExists, path: target,
+                                reason: "was converted from an earlier state of \(legacy.source), which has changed since; move the bundle away to convert again")
+        }
+        return try finishEarlierConversion(source: legacy.source, reader: reader, provenance: provenance,
+                                           legacy: legacy, started: started)
+    }
+
+    private func finishEarlierConversion(source: FilePath, reader: BundleReader,
+                                         provenance: DocumentMetadata.Provenance, legacy: LegacyStore? = nil,
+                                         started: Date = Date()) throws -> ConversionReport {
+        let remaining = legacy ?? LegacyDetector.leftovers(of: source, provenance: provenance)
+        let disposal = try dispose(remaining, provenance: provenance)
+        return ConversionReport(
+            outcome: .alreadyConverted, source: source.string,
+            kind: LegacyStore.Kind(rawValue: provenance.kind) ?? .sqlite, bundle: reader.path.string,
+            sourceBytes: provenance.size, bundleBytes: Int64(reader.fileSize),
+            storeSHA256: reader.metadata.store.sha256, rowCounts: [:], legacyPolicy: options.legacyPolicy,
+            backupLocation: disposal.location?.string, disposedFiles: disposal.files, warnings: [],
+            duration: Date().timeIntervalSince(started))
+    }
+}
+
+extension JSONValue {
+    /// A property-list value as JSON: data becomes base64, dates ISO 8601.
+    init(propertyList value: Any) {
+        switch value {
+        case let value as String: self = .string(value)
+        case let value as Bool: self = .bool(value)
+        case let value as NSNumber: self = .number(value.doubleValue)
+        case let value as Data: self = .string(value.base64EncodedString())
+        case let value as Date: self = .string(ISO8601.format(value))
+        case let value as [Any]: self = .array(value.map(JSONValue.init(propertyList:)))
+        case let value as [String: Any]: self = .object(value.mapValues(JSONValue.init(propertyList:)))
+        default: self = .string("\(value)")
+        }
+    }
+}

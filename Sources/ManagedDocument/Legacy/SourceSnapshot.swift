@@ -1,0 +1,154 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Crypto
+import Foundation
+import SystemPackage
+
+/// A private copy of a legacy store's files, taken while no other process can commit to it.
+///
+/// The source is never opened through SQLite, so not one byte of it (not even a `-shm` read mark) changes. Instead,
+/// SQLite's own file-locking protocol (POSIX advisory locks on the database file, as its unix VFS takes them) is
+/// followed with open-file-description locks:
+/// - rollback-journal stores: a SHARED lock is held while the main file is copied, so no writer can commit
+///   meanwhile; a `-journal` is copied only when it is hot (no process holds the RESERVED lock), so SQLite rolls it
+///   back in the copy;
+/// - WAL stores: the copy is taken only when no process has the store open (nobody holds a lock on the `-shm`'s
+///   lock bytes), and the main file and `-wal` are copied; SQLite replays the `-wal` in the copy.
+/// A store that stays in use longer than the timeout is reported busy. SQLite then recovers the copy, which is
+/// exactly the state another SQLite connection would read.
+struct SourceSnapshot {
+    /// Every source file with its size and SHA-256, relative to the source's folder.
+    var files: [DocumentMetadata.Entry]
+    /// The copied main file in the working folder.
+    var store: FilePath
+
+    // SQLite's unix VFS lock bytes (os_unix.c / os.h).
+    static let pendingByte: Int64 = 0x4000_0000
+    static let reservedByte: Int64 = pendingByte + 1
+    static let sharedFirst: Int64 = pendingByte + 2
+    static let sharedSize: Int64 = 510
+    static let shmLockOffset: Int64 = 120  // WALINDEX_LOCK_OFFSET; the eight locks and the DMS byte follow
+    static let shmLockCount: Int64 = 9
+
+    static func capture(_ legacy: LegacyStore, into directory: FilePath, busyTimeout: Double) throws -> SourceSnapshot {
+        let deadline = Date().addingTimeInterval(busyTimeout)
+        while true {
+            if let snapshot = try attempt(legacy, into: directory) { return snapshot }
+            guard Date() < deadline else {
+                throw DocumentError(.storeBusy, path: legacy.store,
+                                    reason: "another process has the store open or is writing it; close the app that uses it, or wait and try again (nothing was changed)")
+            }
+            usleep(50_000)
+        }
+    }
+
+    /// One try: `nil` when the store is in use right now.
+    private static func attempt(_ legacy: LegacyStore, into directory: FilePath) throws -> SourceSnapshot? {
+        for name in try FileSystem.contentsOfDirectory(directory) where name.hasPrefix("persistentStore") {
+            try FileSystem.removeFile(directory.appending(name))
+        }
+        let main = try FileSystem.openForReading(legacy.store)
+        defer { try? main.close() }  // Squash close error of a read-only descriptor (its locks go with it).
+        let header = try FileSystem.read(main, at: 0, count: 100)
+        guard StoreInspector.hasSQLiteHeader(header), header.count == 100 else {
+            throw DocumentError(.notSQLite, path: legacy.store, reason: "is not a SQLite database")
+        }
+        let isWAL = StoreInspector.isWAL(header: header)
+        var copies: [(FilePath, String)] = [(legacy.store, "persistentStore")]
+        if isWAL {
+            if let shm = legacy.sidecar("-shm") {
+                let shmDescriptor = try FileSystem.openForReading(shm)
+                defer { try? shmDescriptor.close() }  // Squash close error of a read-only descriptor.
+                if try isLocked(shmDescriptor, start: shmLockOffset, length: shmLockCount, path: shm) { return nil }
+            }
+            if try isLocked(main, start: pendingByte, length: 2 + sharedSize, path: legacy.store) { return nil }
+            if let wal = legacy.sidecar("-wal") { copies.append((wal, "persistentStore-wal")) }
+        } else {
+            // > SQLite takes a read lock on PENDING, then on the SHARED range, then releases PENDING.
+            guard try lock(main, type: F_RDLCK, start: pendingByte, length: 1, path: legacy.store) else { return nil }
+            guard try lock(main, type: F_RDLCK, start: sharedFirst, length: sharedSize, path: legacy.store) else {
+                return nil
+            }
+            _ = try lock(main, type: F_UNLCK, start: pendingByte, length: 1, path: legacy.store)
+            if let journal = legacy.sidecar("-journal"),
+               try !isLocked(main, start: reservedByte, length: 1, path: legacy.store),
+               try isHotJournal(journal) {
+                copies.append((journal, "persistentStore-journal"))
+            }
+        }
+        var files: [DocumentMetadata.Entry] = []
+        for (source, name) in copies {
+            let digest = try copy(source, to: directory.appending(name))
+            files.append(DocumentMetadata.Entry(name: relativeName(source, in: legacy), size: digest.size,
+                                                sha256: digest.sha256))
+        }
+        // Sidecars not copied (a -shm, a journal that is not hot) are recorded too.
+        for sidecar in legacy.sidecars where !copies.contains(where: { $0.0 == sidecar }) {
+            let digest = try FileSystem.digest(of: sidecar)
+            files.append(DocumentMetadata.Entry(name: relativeName(sidecar, in: legacy), size: digest.size,
+                                                sha256: digest.sha256))
+        }
+        if isWAL, let shm = legacy.sidecar("-shm") {
+            // Somebody opened the store while it was being copied: try again.
+            let shmDescriptor = try FileSystem.openForReading(shm)
+            defer { try? shmDescriptor.close() }  // Squash close error of a read-only descriptor.
+            if try isLocked(shmDescriptor, start: shmLockOffset, length: shmLockCount, path: shm) { return nil }
+        }
+        return SourceSnapshot(files: files, store: directory.appending("persistentStore"))
+    }
+
+    /// The name recorded in the provenance: relative to a package, or the file name beside a loose store.
+    static func relativeName(_ path: FilePath, in legacy: LegacyStore) -> String {
+        let base = legacy.isPackage ? legacy.source.string + "/" : legacy.source.removingLastComponent().string + "/"
+        let text = path.string
+        if base != "/", text.hasPrefix(base) { return String(text.dropFirst(base.count)) }
+        return path.lastComponent?.string ?? text
+    }
+
+    /// A rollback journal is hot when it is non-empty and its header is not zeroed (SQLite's own test, less the
+    /// lock, which the caller checked).
+    private static func isHotJournal(_ journal: FilePath) throws -> Bool {
+        let head = try LegacyDetector.readHead(journal, count: 28)
+        return head.count == 28 && head.contains { $0 != 0 }
+    }
+
+    private static func copy(_ source: FilePath, to destination: FilePath) throws -> (sha256: String, size: Int64) {
+        try FileSystem.copyFile(source, to: destination)
+    }
+
+    // Open-file-description locks (Linux F_OFD_*): they conflict with the POSIX locks SQLite takes, and belong
+    // to this descriptor only, so no other descriptor of this process can drop them.
+    private static let getLock: Int32 = 36  // F_OFD_GETLK
+    private static let setLock: Int32 = 37  // F_OFD_SETLK
+
+    /// Whether any other process or descriptor holds a lock that conflicts with a write lock on the range.
+    private static func isLocked(_ descriptor: FileDescriptor, start: Int64, length: Int64, path: FilePath) throws -> Bool {
+        var request = flock()
+        request.l_type = Int16(F_WRLCK)
+        request.l_whence = Int16(SEEK_SET)
+        request.l_start = off_t(start)
+        request.l_len = off_t(length)
+        request.l_pid = 0
+        guard fcntl(descriptor.rawValue, getLock, &request) == 0 else {
+            throw DocumentError.io("cannot test the store's locks", path: path, errno: Errno(rawValue: errno))
+        }
+        return request.l_type != Int16(F_UNLCK)
+    }
+
+    /// Takes or releases a lock without waiting; `false` when another holder conflicts.
+    private static func lock(_ descriptor: FileDescriptor, type: Int32, start: Int64, length: Int64,
+                             path: FilePath) throws -> Bool {
+        var request = flock()
+        request.l_type = Int16(type)
+        request.l_whence = Int16(SEEK_SET)
+        request.l_start = off_t(start)
+        request.l_len = off_t(length)
+        request.l_pid = 0
+        if fcntl(descriptor.rawValue, setLock, &request) == 0 { return true }
+        if errno == EAGAIN || errno == EACCES { return false }
+        throw DocumentError.io("cannot lock the store", path: path, errno: Errno(rawValue: errno))
+    }
+}

@@ -37,6 +37,21 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "LegacySamples",
+            dependencies: [
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            path: "Samples/LegacySamples",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "make-samples",
+            dependencies: ["LegacySamples", .product(name: "SystemPackage", package: "swift-system")],
+            path: "Samples/make-samples",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "docconvert",
             dependencies: [
@@ -51,6 +66,7 @@ let package = Package(
             name: "ManagedDocumentTests",
             dependencies: [
                 "ManagedDocument",
+                "LegacySamples",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SystemPackage", package: "swift-system"),

@@ -160,7 +160,14 @@ public struct LegacyConverter: Sendable {
             if !carried.isEmpty {
                 let folder = scratch.path.appending("AdditionalContent")
                 for relative in carried.sorted() {
-                    let destination = folder.appending(relative)
+                    // The package's own AdditionalContent/ folder becomes the bundle's; other files go inside it.
+                    let inBundle = relative.hasPrefix(BundleLayout.additionalContentPrefix)
+                        ? String(relative.dropFirst(BundleLayout.additionalContentPrefix.count)) : relative
+                    let destination = folder.appending(inBundle)
+                    if try FileSystem.exists(destination) {
+                        throw DocumentError(.entryNotAllowed, path: legacy.source, entry: relative,
+                                            reason: "would land on the same AdditionalContent/ entry as another package file; nothing was changed")
+                    }
                     try FileSystem.createDirectory(destination.removingLastComponent())
                     let digest = try FileSystem.copyFile(legacy.source.appending(relative), to: destination)
                     files.append(.init(name: relative, size: digest.size, sha256: digest.sha256))

@@ -179,10 +179,23 @@ public enum LegacySamples {
         ],
         storeUUID: "5E6F7A8B-9C0D-4E1F-A2B3-C4D5E6F7A8B9", modelVersionIdentifier: "Diary 1")
 
-    /// An archived array as the old app stored it (NSKeyedArchiver), `NSNull` for blanks.
+    /// The marker an archived array holds where a day was left blank (the keyed archiver's own null marker).
+    public static let nullMarker = "$null"
+
+    /// An archived array as the old app stored it: a binary property list of strings, ``nullMarker`` for blanks.
+    ///
+    /// (Foundation's `NSKeyedArchiver` on Linux crashes on repeated use, so the keyed-archive envelope is left out.)
     public static func archive(_ strings: [String?]) throws -> Data {
-        let array = NSArray(array: strings.map { $0.map { $0 as NSString } ?? NSNull() })
-        return try NSKeyedArchiver.archivedData(withRootObject: array, requiringSecureCoding: false)
+        try PropertyListSerialization.data(fromPropertyList: strings.map { $0 ?? nullMarker }, format: .binary,
+                                           options: 0)
+    }
+
+    /// Reads an archived array back, `nil` for blanks.
+    public static func unarchive(_ data: Data) throws -> [String?] {
+        guard let strings = try PropertyListSerialization.propertyList(from: data, format: nil) as? [String] else {
+            throw CocoaError(.propertyListReadCorrupt)
+        }
+        return strings.map { $0 == nullMarker ? nil : $0 }
     }
 
     /// The external-data file name of a day's photo.

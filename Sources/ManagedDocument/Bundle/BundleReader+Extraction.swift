@@ -228,6 +228,7 @@ extension BundleReader {
         }
         let parent = store.removingLastComponent()
         let folder: FilePath = parent.isEmpty ? "." : parent
+        try FileSystem.createDirectory(folder)
         let stem = store.stem ?? "store"
         let hasExternalData = entries.contains { if case .externalData = $0.role { return true } else { return false } }
         let support = folder.appending(".\(stem)_SUPPORT")

@@ -116,3 +116,43 @@ struct SeededGenerator: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 }
+
+extension Fixtures {
+    /// Row digests of a store as SQLite itself reads it with its sidecars: the files are copied to a scratch
+    /// folder and opened read-write there, so SQLite replays a `-wal` or rolls back a hot `-journal` in the copy.
+    static func digestsAsSQLiteReads(_ store: FilePath) throws -> [String: String] {
+        let scratch = FilePath(FileManager.default.temporaryDirectory.appendingPathComponent("oracle-\(UUID().uuidString)").path)
+        try FileManager.default.createDirectory(atPath: scratch.string, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch.string) }  // Squash cleanup error.
+        let copy = scratch.appending("store")
+        for suffix in ["", "-wal", "-journal"] where FileManager.default.fileExists(atPath: store.string + suffix) {
+            try FileManager.default.copyItem(atPath: store.string + suffix, toPath: copy.string + suffix)
+        }
+        let queue = try DatabaseQueue(path: copy.string)
+        _ = try queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") }
+        try queue.close()
+        return try rowDigests(of: copy)
+    }
+
+    /// SHA-256 of every file below a folder (or of one file), by relative path.
+    static func fileHashes(_ root: FilePath) throws -> [String: String] {
+        var result: [String: String] = [:]
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: root.string, isDirectory: &isDirectory) else { return [:] }
+        if !isDirectory.boolValue { return [root.lastComponent!.string: try FileSystem.digest(of: root).sha256] }
+        let enumerator = FileManager.default.enumerator(atPath: root.string)
+        while let relative = enumerator?.nextObject() as? String {
+            let path = root.appending(relative)
+            if FileSystem.isRegularFile(path) { result[relative] = try FileSystem.digest(of: path).sha256 }
+        }
+        return result
+    }
+
+    /// Extracts a bundle's store into a scratch folder and returns its row digests.
+    static func bundleDigests(_ bundle: FilePath) throws -> [String: String] {
+        let scratch = FilePath(FileManager.default.temporaryDirectory.appendingPathComponent("bundle-\(UUID().uuidString)").path)
+        defer { try? FileManager.default.removeItem(atPath: scratch.string) }  // Squash cleanup error.
+        let extracted = try BundleReader(at: bundle).extract(into: scratch)
+        return try rowDigests(of: extracted.store)
+    }
+}

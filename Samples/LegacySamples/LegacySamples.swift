@@ -57,6 +57,7 @@ public enum LegacySamples {
         ],
         storeUUID: "3F2C8E52-7A1B-4E8E-9A55-0B6D3B2A9C01", modelVersionIdentifier: "TasteB 1")
 
+    @discardableResult
     public static func makeTasteStore(in directory: FilePath) throws -> Sample {
         let path = directory.appending("TasteB.sqlite")
         let queue = try DatabaseQueue(path: path.string)
@@ -103,6 +104,7 @@ public enum LegacySamples {
         ],
         storeUUID: "A4B7C2D1-0E9F-4C3B-8A76-5D4E3F2A1B0C", modelVersionIdentifier: "minimalTime 1")
 
+    @discardableResult
     public static func makeTimeStore(in directory: FilePath) throws -> Sample {
         // Written in a private folder with automatic checkpoints off, then the three files are copied out while
         // the connection is still open: the copy's last transactions exist only in its -wal.
@@ -213,6 +215,7 @@ public enum LegacySamples {
         return Data(bytes)
     }
 
+    @discardableResult
     public static func makeDiaryStore(in directory: FilePath) throws -> Sample {
         let path = directory.appending("Diary.sqlite")
         let external = directory.appending(".Diary_SUPPORT/_EXTERNAL_DATA")
@@ -262,6 +265,7 @@ public enum LegacySamples {
         ],
         storeUUID: "C3D4E5F6-A7B8-4C9D-8E0F-1A2B3C4D5E6F", modelVersionIdentifier: "Recipes 2")
 
+    @discardableResult
     public static func makeRecipesPackage(in directory: FilePath) throws -> Sample {
         let package = directory.appending("Recipes.recipedoc")
         let storeContent = package.appending("StoreContent")
@@ -304,6 +308,7 @@ public enum LegacySamples {
     public static let ledgerUncommittedAmount = -1.0
     public static let ledgerUncommittedRows = 400
 
+    @discardableResult
     public static func makeLedgerWithHotJournal(in directory: FilePath) throws -> Sample {
         // A writer with a tiny cache spills a large transaction into the main file before committing; copying the
         // main file and its journal at that moment is exactly what a crash mid-transaction leaves behind.

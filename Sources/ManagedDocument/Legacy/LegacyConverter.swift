@@ -104,6 +104,7 @@ public struct LegacyConverter: Sendable {
                                                packageFiles: []).defaultBundlePath
             if try FileSystem.exists(target), let reader = try? BundleReader(at: target),  // not a bundle: say "not found"
                let provenance = reader.metadata.provenance, provenance.fileName == name {
+                try AtomicFile.removeStaleTemporaries(for: target)
                 return try finishEarlierConversion(source: source, reader: reader, provenance: provenance)
             }
             throw DocumentError(.notFound, path: source, reason: "no such file or folder")
@@ -132,6 +133,8 @@ public struct LegacyConverter: Sendable {
         let started = Date()
         let target = bundle ?? legacy.defaultBundlePath
         logger.debug("convert.start", metadata: ["source.path": "\(legacy.source)", "bundle.path": "\(target)"])
+        // Whatever an earlier, interrupted run of this conversion left behind goes first.
+        try AtomicFile.removeStaleTemporaries(for: target)
         if try FileSystem.exists(target) {
             return try resume(legacy, at: target, started: started)
         }

@@ -17,4 +17,16 @@ static inline unsigned int carchive_ae_ifdir(void) { return (unsigned int)AE_IFD
 static inline unsigned int carchive_ae_iflnk(void) { return (unsigned int)AE_IFLNK; }
 static inline unsigned int carchive_ae_ifmt(void) { return (unsigned int)AE_IFMT; }
 
+#include <stdlib.h>
+
+// How many bytes zlib's deflate makes of a sample at a level; 0 on failure. Used to store entries that would not shrink.
+static inline unsigned long carchive_deflated_size(const void *bytes, unsigned long length, int level) {
+    uLongf bound = compressBound((uLong)length);
+    Bytef *out = (Bytef *)malloc(bound);
+    if (out == NULL) return 0;
+    int status = compress2(out, &bound, (const Bytef *)bytes, (uLong)length, level);
+    free(out);
+    return status == Z_OK ? (unsigned long)bound : 0;
+}
+
 #endif

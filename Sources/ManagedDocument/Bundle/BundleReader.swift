@@ -92,9 +92,7 @@ public final class BundleReader: Sendable {
         let fileSize = UInt64(info.st_size)
         self.fileSize = fileSize
         func read(_ offset: UInt64, _ count: Int) throws -> [UInt8] {
-            do { return try FileSystem.read(descriptor, at: Int64(offset), count: count) } catch let error as Errno {
-                throw DocumentError.io("cannot read the bundle", path: path, errno: error)
-            }
+            try FileSystem.read(descriptor, at: Int64(offset), count: count, path: path)
         }
 
         // End records and central directory.

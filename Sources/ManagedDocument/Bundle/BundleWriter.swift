@@ -172,7 +172,12 @@ public enum BundleWriter {
         guard let status = try FileSystem.status(source) else {
             throw DocumentError(.notFound, path: source, reason: "no such file")
         }
-        return try writer.addEntry(named: name, size: status.size, compressed: compressed) { buffer in
+        var deflate = compressed
+        if compressed {
+            let sample = try FileSystem.read(descriptor, at: 0, count: 64 << 10, path: source)
+            deflate = sample.withUnsafeBytes { isWorthDeflating($0) }
+        }
+        return try writer.addEntry(named: name, size: status.size, compressed: deflate) { buffer in
             do { return try descriptor.read(into: buffer) } catch let error as Errno {
                 throw DocumentError.io("cannot read the file", path: source, errno: error)
             }

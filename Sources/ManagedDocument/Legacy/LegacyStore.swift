@@ -156,8 +156,6 @@ public enum LegacyDetector {
     static func readHead(_ path: FilePath, count: Int) throws -> [UInt8] {
         let descriptor = try FileSystem.openForReading(path)
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
-        do { return try FileSystem.read(descriptor, at: 0, count: count) } catch let error as Errno {
-            throw DocumentError.io("cannot read the file", path: path, errno: error)
-        }
+        return try FileSystem.read(descriptor, at: 0, count: count, path: path)
     }
 }

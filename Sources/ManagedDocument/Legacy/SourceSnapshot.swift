@@ -52,7 +52,7 @@ struct SourceSnapshot {
         }
         let main = try FileSystem.openForReading(legacy.store)
         defer { try? main.close() }  // Squash close error of a read-only descriptor (its locks go with it).
-        let header = try FileSystem.read(main, at: 0, count: 100)
+        let header = try FileSystem.read(main, at: 0, count: 100, path: legacy.store)
         guard StoreInspector.hasSQLiteHeader(header), header.count == 100 else {
             throw DocumentError(.notSQLite, path: legacy.store, reason: "is not a SQLite database")
         }

@@ -31,7 +31,7 @@ enum StoreInspector {
     static func header(of path: FilePath, entry: String? = nil, bundle: FilePath? = nil) throws -> [UInt8] {
         let descriptor = try FileSystem.openForReading(path)
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
-        let bytes = try FileSystem.read(descriptor, at: 0, count: 100)
+        let bytes = try FileSystem.read(descriptor, at: 0, count: 100, path: path)
         guard hasSQLiteHeader(bytes), bytes.count == 100 else {
             throw DocumentError(.notSQLite, path: bundle ?? path, entry: entry,
                                 reason: "is not a SQLite database (no SQLite header)")

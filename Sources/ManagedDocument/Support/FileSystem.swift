@@ -219,16 +219,20 @@ enum FileSystem {
     }
 
     /// Reads exactly `count` bytes at `offset`, or fewer at the end of the file.
-    static func read(_ descriptor: FileDescriptor, at offset: Int64, count: Int) throws -> [UInt8] {
+    static func read(_ descriptor: FileDescriptor, at offset: Int64, count: Int, path: FilePath) throws -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         var filled = 0
-        while filled < count {
-            let got = try bytes.withUnsafeMutableBytes { buffer in
-                try descriptor.read(fromAbsoluteOffset: offset + Int64(filled),
-                                    into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
+        do {
+            while filled < count {
+                let got = try bytes.withUnsafeMutableBytes { buffer in
+                    try descriptor.read(fromAbsoluteOffset: offset + Int64(filled),
+                                        into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
+                }
+                if got == 0 { break }
+                filled += got
             }
-            if got == 0 { break }
-            filled += got
+        } catch let error as Errno {
+            throw DocumentError.io("cannot read the file", path: path, errno: error)
         }
         return filled == count ? bytes : Array(bytes[0..<filled])
     }

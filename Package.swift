@@ -53,6 +53,17 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "notes-app",
+            dependencies: [
+                "ManagedDocument",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            path: "Samples/notes-app",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "docconvert",
             dependencies: [
                 "ManagedDocument",
@@ -67,6 +78,7 @@ let package = Package(
             dependencies: [
                 "ManagedDocument",
                 "LegacySamples",
+                "notes-app",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SystemPackage", package: "swift-system"),

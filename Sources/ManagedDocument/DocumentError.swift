@@ -29,6 +29,7 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible {
             case checksumMismatch, sizeMismatch, mimetypeNotFirst, invalidMimetype, mediaTypeMismatch
             case invalidMetadata, metadataMismatch, newerFormat, notSQLite, storeCorrupt, storeInWALMode
             case ioFailure, cannotCreate, inUse, notALegacyStore, storeBusy, verificationFailed
+            case newerModel, migrationFailed, legacyConversionFailed
         }
         let storage: Storage
         init(_ storage: Storage) { self.storage = storage }
@@ -101,6 +102,12 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible {
         public static var storeBusy: Self { Self(.storeBusy) }
         /// A copy did not match its source after it was made.
         public static var verificationFailed: Self { Self(.verificationFailed) }
+        /// The document's model (compatibility level or migrations) is newer than this app knows; open it read-only.
+        public static var newerModel: Self { Self(.newerModel) }
+        /// A migration threw; the document on disk is unchanged.
+        public static var migrationFailed: Self { Self(.migrationFailed) }
+        /// A legacy store was found for a document but could not be converted.
+        public static var legacyConversionFailed: Self { Self(.legacyConversionFailed) }
     }
 
     /// What went wrong.

@@ -38,6 +38,7 @@ final class ArchiveReader {
     /// The next entry's header, or `nil` at the end of the archive (`ARCHIVE_EOF`).
     func nextEntry() throws -> Header? {
         var entry: OpaquePointer?
+        currentName = nil  // an error reading this header must not name the previous entry
         let status = archive_read_next_header(handle, &entry)
         if status == ARCHIVE_EOF { return nil }
         guard status == ARCHIVE_OK, let entry else {

@@ -100,9 +100,15 @@ public final class BundleReader: Sendable {
         do {
             end = try ZipEndRecord.locate(fileSize: fileSize, read: read)
         } catch let failure as ZipStructureFailure {
-            if StoreInspector.hasSQLiteHeader(try read(0, 16)) {
+            let head = try read(0, 16)
+            if StoreInspector.hasSQLiteHeader(head) {
                 throw DocumentError(.notADocument, path: path,
                                     reason: "is a SQLite store, not a bundle; convert it with: docconvert convert \(path)")
+            }
+            if failure.kind == .notZip, head.count >= 4, head.readLE32(at: 0) == ZipLocalHeader.signature {
+                // > It starts like a zip archive but its end records are gone: a bundle cut short.
+                throw DocumentError(.truncatedArchive, path: path,
+                                    reason: "starts like a zip archive but its end records are missing; the bundle is truncated, restore it from a backup")
             }
             throw Self.structureError(failure, path: path)
         }
@@ -120,7 +126,13 @@ public final class BundleReader: Sendable {
         }
         let records: [ZipCentralRecord]
         do {
-            records = try ZipCentralDirectory.decode(directoryBytes, count: end.entryCount).records
+            let decoded = try ZipCentralDirectory.decode(directoryBytes, count: end.entryCount)
+            guard decoded.length == directoryBytes.count else {
+                throw DocumentError.corrupt(
+                    "the central directory holds \(directoryBytes.count - decoded.length) bytes beyond the \(end.entryCount) records the end record counts",
+                    path: path)
+            }
+            records = decoded.records
         } catch let failure as ZipStructureFailure {
             throw Self.structureError(failure, path: path)
         }
@@ -185,6 +197,19 @@ public final class BundleReader: Sendable {
                                        isDirectory: isDirectory, role: role))
         }
 
+        // A name cannot be both a file and a folder: 'a' and 'a/b' could never both be extracted.
+        let fileNames = Set(entries.lazy.filter { !$0.isDirectory }.map(\.name))
+        for entry in entries {
+            var ancestor = Substring(entry.name.hasSuffix("/") ? String(entry.name.dropLast()) : entry.name)
+            while let slash = ancestor.lastIndex(of: "/") {
+                ancestor = ancestor[..<slash]
+                if fileNames.contains(String(ancestor)) {
+                    throw DocumentError(.entryNotAllowed, path: path, entry: entry.name,
+                                        reason: "lies below the file entry '\(ancestor)'; a name cannot be both a file and a folder")
+                }
+            }
+        }
+
         // Where the bytes lie: every local header agrees with the directory, and no two entries share bytes.
         entries.sort { $0.offset < $1.offset }
         var previousEnd: UInt64 = 0
@@ -210,6 +235,17 @@ public final class BundleReader: Sendable {
             }
             if local.flags & 0x0001 != 0 {
                 throw DocumentError(.encryptedEntry, path: path, entry: entry.name, reason: "is encrypted; bundles never are")
+            }
+            // > The local header's CRC and sizes must agree with the directory. With a data descriptor (bit 3) they
+            // > may be zero; 0xFFFFFFFF defers a size to the zip64 extra field.
+            let deferred = local.flags & 0x0008 != 0
+            func agrees(_ value: UInt32, _ expected: UInt64) -> Bool {
+                value == 0xFFFF_FFFF || UInt64(value) == expected || (deferred && value == 0)
+            }
+            guard local.crc32 == entry.crc32 || (deferred && local.crc32 == 0),
+                  agrees(local.compressedSize, entry.compressedSize), agrees(local.uncompressedSize, entry.size) else {
+                throw DocumentError.corrupt("the local header's CRC-32 or sizes disagree with the central directory",
+                                            path: path, entry: entry.name)
             }
             let dataStart = entry.offset + UInt64(ZipLocalHeader.fixedSize + local.nameLength + local.extraLength)
             let (dataEnd, overflow) = dataStart.addingReportingOverflow(entry.compressedSize)

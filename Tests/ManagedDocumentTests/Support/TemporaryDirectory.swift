@@ -58,15 +58,18 @@ func run(_ executable: String, _ arguments: [String], in directory: FilePath? = 
 }
 
 /// The built `docconvert` binary, beside the test bundle in the build folder.
-var docconvertBinary: String {
+var docconvertBinary: String { builtProduct("docconvert") }
+
+/// A product built beside the test bundle (`docconvert`, `notes-app`).
+func builtProduct(_ name: String) -> String {
     let testBundle = URL(fileURLWithPath: CommandLine.arguments.first { $0.hasSuffix(".xctest") } ?? CommandLine.arguments[0])
     var directory = testBundle.deletingLastPathComponent()
     for _ in 0..<3 {
-        let candidate = directory.appendingPathComponent("docconvert")
+        let candidate = directory.appendingPathComponent(name)
         if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate.path }
         directory = directory.deletingLastPathComponent()
     }
     let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent()
-    return packageRoot.appendingPathComponent(".build/debug/docconvert").path
+    return packageRoot.appendingPathComponent(".build/debug/\(name)").path
 }

@@ -1,0 +1,23 @@
+// swift-tools-version: 6.0
+// A separate package so that benchmarking never touches the library's own build or dependency graph.
+// Build it with: swift build -c release --package-path Benchmarks   (or run scripts/bench-bundle.sh)
+import PackageDescription
+
+let package = Package(
+    name: "ManagedDocumentBenchmarks",
+    platforms: [.macOS(.v14)],
+    dependencies: [
+        // Named explicitly: a path dependency's identity is otherwise its folder's name, which a clone may change.
+        .package(name: "ManagedDocument", path: ".."),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+    ],
+    targets: [
+        .executableTarget(
+            name: "bundle-benchmark",
+            dependencies: [
+                .product(name: "ManagedDocument", package: "ManagedDocument"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+    ]
+)

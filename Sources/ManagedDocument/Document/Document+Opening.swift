@@ -1,0 +1,236 @@
+import Foundation
+import GRDB
+import SystemPackage
+
+extension Document {
+    /// Opens a document, creating it or converting a legacy store first when the bundle does not exist.
+    ///
+    /// In order: the writer lock is taken (not for read-only opens); when the bundle is missing, a legacy store is
+    /// looked for in ``OpenOptions/legacyStoreLocations``, then beside the bundle with the same stem (a store file
+    /// found by content, or a UIManagedDocument package), and converted with ``OpenOptions/conversion``; otherwise
+    /// a new document is created when ``OpenOptions/createIfMissing`` is set. The bundle is then checked and
+    /// extracted into a working copy, and pending migrations run (each in its own transaction); when any ran, the
+    /// document is saved once, after all of them succeeded. The function returns when the document is open.
+    ///
+    /// - Returns: the open document.
+    /// - Throws: ``DocumentError``: ``DocumentError/Code/notFound``, ``DocumentError/Code/inUse``,
+    ///   ``DocumentError/Code/newerFormat``, ``DocumentError/Code/newerModel`` (for writing),
+    ///   ``DocumentError/Code/migrationFailed`` (the bundle is untouched), ``DocumentError/Code/legacyConversionFailed``,
+    ///   and any reader code when the bundle is damaged.
+    public static func open(at path: FilePath, options: OpenOptions = OpenOptions()) async throws -> Document {
+        let root = WorkingCopy.root(options.workingDirectory)
+        _ = try? removeStaleWorkingCopies(in: root, olderThan: 7 * 24 * 3600)  // housekeeping; never fails an open
+        if options.isReadOnly {
+            return try await openReadOnly(at: path, options: options, root: root)
+        }
+        let documentLock = try await DocumentLock(for: path, timeout: options.lockTimeout)
+        do {
+            return try await openForWriting(at: path, options: options, root: root, documentLock: documentLock)
+        } catch {
+            documentLock.release()
+            throw error
+        }
+    }
+
+    /// Opens a document, runs `body`, saves if anything changed, and closes it, even when `body` throws (then
+    /// without saving).
+    ///
+    /// ```swift
+    /// let count = try await Document.withDocument(at: "Notes.mdz") { document in
+    ///     try await document.writer.write { db in try db.execute(sql: "INSERT INTO note(text) VALUES ('hi')") }
+    ///     return try await document.reader.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM note") }
+    /// }
+    /// ```
+    public static func withDocument<T: Sendable>(at path: FilePath, options: OpenOptions = OpenOptions(),
+                                                 _ body: (Document) async throws -> T) async throws -> T {
+        let document = try await open(at: path, options: options)
+        do {
+            let result = try await body(document)
+            try await document.close(savingChanges: true)
+            return result
+        } catch {
+            try? await document.close(savingChanges: false)  // Squash close error: body's error is what counts.
+            throw error
+        }
+    }
+
+    /// Reads a document's metadata without extracting anything (milliseconds whatever the store's size).
+    public static func metadata(at path: FilePath, limits: ReadingLimits = ReadingLimits()) throws -> DocumentMetadata {
+        try BundleReader(at: path, limits: limits).metadata
+    }
+
+    /// Removes working copies that no process uses and that were last touched more than `age` seconds ago.
+    ///
+    /// - Returns: the folders removed.
+    @discardableResult
+    public static func removeStaleWorkingCopies(in root: FilePath, olderThan age: Double) throws -> [FilePath] {
+        guard FileSystem.isDirectory(root) else { return [] }
+        var removed: [FilePath] = []
+        for name in try FileSystem.contentsOfDirectory(root) {
+            let folder = root.appending(name)
+            guard let status = try FileSystem.status(folder), status.kind == .directory,
+                  Date().timeIntervalSince1970 - status.modificationTime > age,
+                  let lock = try? FileDescriptor.open(folder.appending(".lock"), .readOnly, options: [.noFollow])
+            else { continue }  // young, not a working copy, or has no lock file yet
+            defer { try? lock.close() }  // Squash close error of a read-only descriptor.
+            if FileSystem.lockExclusively(lock, wait: false) {
+                try FileSystem.removeTree(folder)
+                removed.append(folder)
+            }
+        }
+        return removed
+    }
+
+    // MARK: Opening
+
+    private static func openReadOnly(at path: FilePath, options: OpenOptions, root: FilePath) async throws -> Document {
+        let reader = try BundleReader(at: path, limits: options.limits)
+        let copy = try WorkingCopy.snapshot(root: root)
+        do {
+            let copyLock = try lockWorkingCopy(copy)
+            try reader.extract(into: copy.content)
+            let queue = try openQueue(copy.store, readOnly: true)
+            let document = try Document(path: path, isReadOnly: true, editingDisabled: true, metadata: reader.metadata,
+                                        queue: queue, documentLock: nil, workingCopy: copy, options: options,
+                                        conversionReport: nil, appliedMigrations: [], hasUnsavedChanges: false)
+            document.workingCopyLock = copyLock
+            return document
+        } catch {
+            try? FileSystem.removeTree(copy.directory)  // Cleanup after a first error.
+            throw error
+        }
+    }
+
+    private static func openForWriting(at path: FilePath, options: OpenOptions, root: FilePath,
+                                       documentLock: DocumentLock) async throws -> Document {
+        var report: ConversionReport?
+        if try !FileSystem.exists(path) {
+            if let legacy = try findLegacyStore(for: path, options: options) {
+                do {
+                    var conversion = options.conversion
+                    conversion.mediaType = options.mediaType
+                    report = try LegacyConverter(options: conversion, logger: options.logger).convert(legacy, to: path)
+                } catch let error as DocumentError {
+                    throw DocumentError(.legacyConversionFailed, path: path,
+                                        reason: "a legacy store was found at \(legacy.source) but could not be converted: \(error.reason)",
+                                        underlyingError: error)
+                }
+            } else if options.createIfMissing {
+                try BundleWriter.createEmptyDocument(
+                    at: path, metadata: DocumentMetadata(mediaType: options.mediaType, model: options.model),
+                    options: WritingOptions(compression: options.saving.compression))
+            } else {
+                throw DocumentError(.notFound, path: path,
+                                    reason: "no such document, and no legacy store was found for it")
+            }
+        }
+        let reader = try BundleReader(at: path, limits: options.limits)
+        let copy = WorkingCopy.location(for: path, root: root)
+        try FileSystem.createDirectory(root)
+
+        // A working copy already there belongs to a process that died holding this document (we hold its lock).
+        var recovered = false
+        if FileSystem.isDirectory(copy.directory) {
+            if options.recovery == .recover, let base = copy.readBase(), base.storeSHA256 == reader.metadata.store.sha256,
+               FileSystem.isRegularFile(copy.store) {
+                recovered = true
+            } else {
+                try FileSystem.removeTree(copy.directory)
+            }
+        }
+        if !recovered {
+            try FileSystem.createDirectory(copy.directory)
+        }
+        let copyLock = try lockWorkingCopy(copy)
+        do {
+            if !recovered {
+                try reader.extract(into: copy.content)
+                try copy.writeBase(WorkingCopy.Base(bundle: path.string, storeSHA256: reader.metadata.store.sha256))
+            }
+            let queue = try openQueue(copy.store, readOnly: false)
+            var metadata = reader.metadata
+            var applied: [String] = []
+            var needsSave = false
+            if let migrator = options.migrations {
+                (applied, needsSave) = try migrate(queue, metadata: &metadata, migrator: migrator, path: path)
+            }
+            let document = try Document(path: path, isReadOnly: false, editingDisabled: false,
+                                        metadata: metadata, queue: queue, documentLock: documentLock,
+                                        workingCopy: copy, options: options, conversionReport: report,
+                                        appliedMigrations: applied, hasUnsavedChanges: recovered)
+            document.workingCopyLock = copyLock
+            if needsSave { try await document.save() }
+            return document
+        } catch {
+            try? FileSystem.removeTree(copy.directory)  // Cleanup after a first error: the bundle is untouched.
+            try? copyLock.close()  // Squash close error: the folder is gone.
+            throw error
+        }
+    }
+
+    private static func lockWorkingCopy(_ copy: WorkingCopy) throws -> FileDescriptor {
+        do {
+            let descriptor = try FileDescriptor.open(copy.directory.appending(".lock"), .readWrite,
+                                                     options: [.create, .noFollow], permissions: [.ownerReadWrite])
+            _ = FileSystem.lockExclusively(descriptor, wait: false)
+            return descriptor
+        } catch let error as Errno {
+            throw DocumentError(.cannotCreate, path: copy.directory, reason: "cannot create the working copy",
+                                underlyingError: error)
+        }
+    }
+
+    /// Runs pending migrations on the working copy; throws when one fails (naming it).
+    private static func migrate(_ queue: DatabaseQueue, metadata: inout DocumentMetadata, migrator: DocumentMigrator,
+                                path: FilePath) throws -> (applied: [String], needsSave: Bool) {
+        try queue.writeWithoutTransaction { db in
+            var state = try migrator.modelState(db, metadata: metadata)
+            if let reason = migrator.tooNewReason(state) {
+                throw DocumentError(.newerModel, path: path, reason: reason)
+            }
+            var applied: [String] = []
+            var level = state.level
+            for migration in migrator.pending(state) {
+                do {
+                    let record = try migrator.run(migration, db, level: &level)
+                    state.applied.append(record)
+                    applied.append(migration.identifier)
+                } catch {
+                    throw DocumentError(.migrationFailed, path: path, entry: nil,
+                                        reason: "migration '\(migration.identifier)' failed; the document on disk is unchanged",
+                                        underlyingError: error)
+                }
+            }
+            let finalLevel = max(level, migrator.compatibilityLevel)
+            let modelChanged = metadata.model.name != migrator.modelName || metadata.model.version != migrator.modelVersion
+                || metadata.model.compatibilityLevel != finalLevel
+            if !applied.isEmpty || modelChanged {
+                try MigrationRecord.ensureTables(db)
+                try db.execute(sql: """
+                    INSERT INTO \(MigrationRecord.modelTable)(id, name, version, compatibility_level) VALUES (1, ?, ?, ?)
+                    ON CONFLICT(id) DO UPDATE SET name = excluded.name, version = excluded.version,
+                        compatibility_level = excluded.compatibility_level
+                    """, arguments: [migrator.modelName, migrator.modelVersion, finalLevel])
+                metadata.model = DocumentMetadata.Model(name: migrator.modelName, version: migrator.modelVersion,
+                                                        compatibilityLevel: finalLevel, migrations: state.applied)
+            }
+            return (applied, !applied.isEmpty || modelChanged)
+        }
+    }
+
+    /// A legacy store for a bundle that does not exist: an explicit location, or one beside it with its stem.
+    static func findLegacyStore(for bundle: FilePath, options: OpenOptions) throws -> LegacyStore? {
+        for location in options.legacyStoreLocations where try FileSystem.exists(location) {
+            if case .legacyStore(let store) = try LegacyDetector.detect(at: location) { return store }
+        }
+        let parent = bundle.removingLastComponent()
+        let folder: FilePath = parent.isEmpty ? "." : parent
+        guard let stem = bundle.stem, FileSystem.isDirectory(folder) else { return nil }
+        for name in try FileSystem.contentsOfDirectory(folder) where name != bundle.lastComponent?.string {
+            let candidate = folder.appending(name)
+            guard candidate.stem == stem || name == stem else { continue }
+            if case .legacyStore(let store) = try LegacyDetector.detect(at: candidate) { return store }
+        }
+        return nil
+    }
+}

@@ -249,10 +249,12 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
         }
         documentLock?.release()
         publish(.closed)
-        lock.withLock {
-            for continuation in continuations.values { continuation.finish() }
-            continuations.removeAll()
+        // > finish() runs onTermination, which takes the lock: finish outside it.
+        let finished = lock.withLock { () -> [AsyncStream<State>.Continuation] in
+            defer { continuations.removeAll() }
+            return Array(continuations.values)
         }
+        for continuation in finished { continuation.finish() }
     }
 
     private func publish(_ state: State) {

@@ -1,0 +1,187 @@
+import Foundation
+import GRDB
+import LegacySamples
+import SystemPackage
+import Testing
+@testable import ManagedDocument
+
+/// The sample app `notes-app`, run as a child process with its working copies in the test's folder.
+private final class NotesApp {
+    let process = Process()
+    private let pipe = Pipe()
+    private(set) var output = ""
+
+    init(_ arguments: [String], in directory: FilePath) throws {
+        process.executableURL = URL(fileURLWithPath: builtProduct("notes-app"))
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["TMPDIR"] = directory.appending("tmp").string
+        try FileManager.default.createDirectory(atPath: directory.appending("tmp").string, withIntermediateDirectories: true)
+        process.environment = environment
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+    }
+
+    /// Reads the app's output until it says `text`; false when it exited first.
+    func waitFor(_ text: String) -> Bool {
+        while !output.contains(text) {
+            let data = pipe.fileHandleForReading.availableData
+            if data.isEmpty { return false }
+            output += String(decoding: data, as: UTF8.self)
+        }
+        return true
+    }
+
+    /// Waits for the app to exit and returns its status and whole output.
+    func finish() -> (status: Int32, output: String) {
+        output += String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, output)
+    }
+
+    static func run(_ arguments: [String], in directory: FilePath) throws -> (status: Int32, output: String) {
+        try NotesApp(arguments, in: directory).finish()
+    }
+}
+
+@Suite("Documents across processes: one writer, SIGKILL during saves, legacy stores converted on first open")
+struct DocumentProcessTests {
+    private func notes(in bundle: FilePath, directory: FilePath) async throws -> [String] {
+        var options = Document.OpenOptions()
+        options.isReadOnly = true
+        options.workingDirectory = directory.appending("reader")
+        return try await Document.withDocument(at: bundle, options: options) { (document: Document) async throws in
+            try await document.reader.read { db in try String.fetchAll(db, sql: "SELECT text FROM note ORDER BY id") }
+        }
+    }
+
+    @Test("two processes: exactly one writes, the other is refused or waits; a reader is never blocked; SIGKILL releases the lock")
+    func twoProcesses() async throws {
+        try await withTemporaryDirectory { directory in
+            let bundle = directory.appending("Notes.mdz").string
+            let first = try NotesApp([bundle, "add", "first", "--hold", "3"], in: directory)
+            #expect(first.waitFor("opened"))
+
+            let refused = try NotesApp.run([bundle, "add", "second"], in: directory)
+            #expect(refused.status == 75, "\(refused.output)")
+            #expect(refused.output.contains("open for writing elsewhere"), "\(refused.output)")
+
+            let reader = try NotesApp.run([bundle, "list", "--read-only"], in: directory)
+            #expect(reader.status == 0, "a read-only open is not blocked by the writer: \(reader.output)")
+
+            let waiter = try NotesApp.run([bundle, "add", "third", "--wait", "30"], in: directory)
+            #expect(waiter.status == 0, "\(waiter.output)")
+            let firstResult = first.finish()
+            #expect(firstResult.status == 0, "\(firstResult.output)")
+            #expect(try await notes(in: FilePath(bundle), directory: directory) == ["first", "third"])
+
+            // A writer killed while it holds the document: the kernel drops the lock, the next writer gets in at once.
+            let killed = try NotesApp([bundle, "add", "never-saved", "--hold", "60"], in: directory)
+            #expect(killed.waitFor("opened"))
+            kill(killed.process.processIdentifier, SIGKILL)
+            _ = killed.finish()
+            let after = try NotesApp.run([bundle, "add", "after-kill"], in: directory)
+            #expect(after.status == 0, "\(after.output)")
+            #expect(try await notes(in: FilePath(bundle), directory: directory) == ["first", "third", "after-kill"])
+        }
+    }
+
+    @Test("a save killed with SIGKILL at random moments 50 times: the bundle is always the old or the new version, and the next open works")
+    func killedSaves() async throws {
+        try await withTemporaryDirectory { directory in
+            let bundle = directory.appending("Notes.mdz")
+            let bulk = "3000"
+            #expect(try NotesApp.run([bundle.string, "rewrite", "v0", "--bulk", bulk], in: directory).status == 0)
+            // How long one save takes here (from "written" to the exit), to spread the kills over it.
+            let probe = try NotesApp([bundle.string, "rewrite", "probe", "--bulk", bulk], in: directory)
+            #expect(probe.waitFor("written"))
+            let started = Date()
+            #expect(probe.finish().status == 0)
+            let duration = Date().timeIntervalSince(started)
+            var current = "probe"
+            var generator = SeededGenerator(seed: 11)
+            var outcomes: [String: Int] = [:]
+            for trial in 0..<50 {
+                let tag = "t\(trial)"
+                let app = try NotesApp([bundle.string, "rewrite", tag, "--bulk", bulk], in: directory)
+                let reachedSave = app.waitFor("written")
+                let delay = Double.random(in: 0...(duration * 1.1), using: &generator)
+                try await Task.sleep(nanoseconds: UInt64(delay * 1e9))
+                kill(app.process.processIdentifier, SIGKILL)
+                let result = app.finish()
+
+                // The bundle under its name is complete and is either the old version or the new one.
+                try BundleReader(at: bundle).verifyEntries()
+                let texts = try await notes(in: bundle, directory: directory)
+                let tags = Set(texts.map { $0.split(separator: "#").first.map(String.init) ?? "" })
+                #expect(texts.count == Int(bulk), "trial \(trial): \(texts.count) notes")
+                #expect(tags == [current] || tags == [tag], "trial \(trial): \(tags), expected \(current) or \(tag)")
+                if tags == [tag] { current = tag }
+                outcomes[tags == [tag] ? (result.output.contains("saved") ? "new, saved" : "new, killed after the rename") : (reachedSave ? "old, killed while saving" : "old"), default: 0] += 1
+            }
+            // The next writer opens at once (the lock died with the process) and its save cleans up the leftovers.
+            let next = try NotesApp.run([bundle.string, "rewrite", "final", "--bulk", "10"], in: directory)
+            #expect(next.status == 0, "\(next.output)")
+            #expect(try await notes(in: bundle, directory: directory).count == 10)
+            let leftovers = try FileSystem.contentsOfDirectory(directory).filter { $0.hasSuffix(AtomicFile.temporarySuffix) }
+            #expect(leftovers.isEmpty, "\(leftovers)")
+            print("save kill outcomes: \(outcomes)")
+        }
+    }
+
+    @Test("a legacy store beside the document is converted on first open, with every row, and not again",
+          arguments: ["TasteB", "minimalTime", "Diary", "Recipes", "Ledger"])
+    func legacyFirst(name: String) async throws {
+        try await withTemporaryDirectory { directory in
+            let samples = try LegacySamples.makeAll(in: directory)
+            let sample = try #require(samples.first { $0.name == name })
+            let source = directory.appending(sample.source)
+            let store = sample.kind == "uimanageddocument-package"
+                ? source.appending("StoreContent").appending("persistentStore") : source
+            let expected = try Fixtures.digestsAsSQLiteReads(store)
+
+            var options = Document.OpenOptions()
+            options.workingDirectory = directory.appending("working")
+            let bundle = directory.appending(name + ".mdz")
+            let document = try await Document.open(at: bundle, options: options)
+            let report = try #require(document.conversionReport, "a conversion should have happened")
+            #expect(report.kind.rawValue == sample.kind)
+            #expect(try Fixtures.rowDigests(of: document.workingCopyStoreForTests) == expected)
+            #expect(!(try FileSystem.exists(source)), "the default policy moves the legacy store to the backup folder")
+            #expect(FileSystem.isDirectory(directory.appending("docconvert-backup")))
+            try await document.close()
+
+            let again = try await Document.open(at: bundle, options: options)
+            #expect(again.conversionReport == nil, "a second open must not convert again")
+            #expect(try Fixtures.rowDigests(of: again.workingCopyStoreForTests) == expected)
+            try await again.close()
+        }
+    }
+
+    @Test("a legacy store at an explicit location is converted with the app's policy")
+    func legacyAtExplicitLocation() async throws {
+        try await withTemporaryDirectory { directory in
+            let old = directory.appending("Library")
+            try FileManager.default.createDirectory(atPath: old.string, withIntermediateDirectories: true)
+            let sample = try LegacySamples.makeTimeStore(in: old)
+            let source = old.appending(sample.source)
+            let before = try Fixtures.fileHashes(old)
+            let expected = try Fixtures.digestsAsSQLiteReads(source)
+
+            var options = Document.OpenOptions()
+            options.workingDirectory = directory.appending("working")
+            options.legacyStoreLocations = [directory.appending("nowhere.sqlite"), source]
+            options.conversion.legacyPolicy = .keep
+            let bundle = directory.appending("Documents").appending("Time.mdz")
+            try FileManager.default.createDirectory(atPath: bundle.removingLastComponent().string,
+                                                    withIntermediateDirectories: true)
+            try await Document.withDocument(at: bundle, options: options) { (document: Document) async throws in
+                #expect(document.conversionReport != nil)
+                #expect(try Fixtures.rowDigests(of: document.workingCopyStoreForTests) == expected)
+            }
+            #expect(try Fixtures.fileHashes(old) == before, "keep leaves every legacy file byte-identical")
+            #expect(try Fixtures.bundleDigests(bundle) == expected)
+        }
+    }
+}

@@ -51,6 +51,7 @@ struct NotesApp: AsyncParsableCommand {
                     try db.execute(sql: "INSERT INTO note(text, payload) VALUES (?, ?)", arguments: ["note \(index)", payload])
                 }
             }
+            say("written")
             if hold > 0 { try await Task.sleep(nanoseconds: UInt64(hold * 1e9)) }
             try await document.close(savingChanges: true)
             say("saved")

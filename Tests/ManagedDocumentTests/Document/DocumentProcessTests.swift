@@ -130,6 +130,42 @@ struct DocumentProcessTests {
         }
     }
 
+    @Test("unsaved work of a killed writer is recovered on the next open, or discarded, as the app chooses")
+    func crashRecovery() async throws {
+        try await withTemporaryDirectory { directory in
+            let bundle = directory.appending("Notes.mdz")
+            #expect(try NotesApp.run([bundle.string, "add", "saved"], in: directory).status == 0)
+            let saved = try Fixtures.bytes(of: bundle)
+            var options = Document.OpenOptions()
+            options.workingDirectory = directory.appending("tmp").appending("ManagedDocument-working")
+
+            for policy in [Document.RecoveryPolicy.recover, .discard] {
+                let app = try NotesApp([bundle.string, "add", "unsaved", "--hold", "60"], in: directory)
+                #expect(app.waitFor("written"))
+                kill(app.process.processIdentifier, SIGKILL)
+                _ = app.finish()
+                #expect(try Fixtures.bytes(of: bundle) == saved, "the crash did not touch the bundle")
+
+                options.recovery = policy
+                let document = try await Document.open(at: bundle, options: options)
+                let texts = try await document.reader.read { db in
+                    try String.fetchAll(db, sql: "SELECT text FROM note ORDER BY id")
+                }
+                if policy == .recover {
+                    #expect(texts == ["saved", "unsaved"])
+                    #expect(document.state == .hasUnsavedChanges)
+                } else {
+                    #expect(texts == ["saved"])
+                    #expect(document.state == .normal)
+                }
+                try await document.close(savingChanges: false)
+                #expect(try Fixtures.bytes(of: bundle) == saved)
+                #expect(try FileSystem.contentsOfDirectory(options.workingDirectory!).isEmpty,
+                        "closing removes the working copy")
+            }
+        }
+    }
+
     @Test("a legacy store beside the document is converted on first open, with every row, and not again",
           arguments: ["TasteB", "minimalTime", "Diary", "Recipes", "Ledger"])
     func legacyFirst(name: String) async throws {

@@ -5,7 +5,7 @@ import SystemPackage
 /// A bundle is a zip archive whose first entry is `mimetype` (stored, no extra field, content at byte 38), holding
 /// `DocumentMetadata.json`, the SQLite store at `StoreContent/persistentStore`, and optionally Core Data external
 /// data under `StoreContent/.persistentStore_SUPPORT/_EXTERNAL_DATA/` and app files under `AdditionalContent/`.
-/// See the FormatSpecification article for the normative rules.
+/// See `docs/FORMAT.md` for the normative rules.
 public enum BundleLayout {
     /// The first entry: the media type, ASCII, stored.
     public static let mimetype = "mimetype"

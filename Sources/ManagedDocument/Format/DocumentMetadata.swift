@@ -4,7 +4,7 @@ import SystemPackage
 /// The content of `DocumentMetadata.json`: what a bundle is, what it holds, and where it came from.
 ///
 /// Readers ignore keys they do not know; a reader refuses a ``formatVersion`` newer than
-/// ``BundleLayout/formatVersion``. The FormatSpecification article documents every key.
+/// ``BundleLayout/formatVersion``. `docs/FORMAT.md` documents every key.
 ///
 /// ```swift
 /// let reader = try BundleReader(at: "Notes.mdz")

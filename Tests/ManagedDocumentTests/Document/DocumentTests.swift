@@ -129,6 +129,52 @@ struct DocumentTests {
         }
     }
 
+    @Test("the Documents article's example runs as written: migrations, a legacy store first, save, reopen")
+    func articleExample() async throws {
+        struct Note: Codable, FetchableRecord, PersistableRecord {
+            var id: Int64?
+            var text: String
+        }
+        try await withTemporaryDirectory { directory in
+            let old = directory.appending("old")
+            try FileManager.default.createDirectory(atPath: old.string, withIntermediateDirectories: true)
+            let legacy = old.appending(try LegacySamples.makeTimeStore(in: old).source)
+            let expected = try Fixtures.digestsAsSQLiteReads(legacy)
+
+            var migrator = DocumentMigrator(modelName: "Notes", modelVersion: "1")
+            migrator.registerAdditiveSchema("v1", [
+                .table("note", primaryKey: "id", columns: [.init("text", "TEXT NOT NULL", default: "''")]),
+            ])
+            var options = self.options(directory)
+            options.legacyStoreLocations = [legacy]
+            options.lockTimeout = 5
+            options.recovery = .recover
+            options.migrations = migrator
+
+            let bundle = directory.appending("Notes.mdz")
+            let document = try await Document.open(at: bundle, options: options)
+            let report = try #require(document.conversionReport)
+            #expect(report.backupLocation != nil)
+            #expect(document.appliedMigrations == ["v1"])
+            try await document.writer.write { db in try Note(id: nil, text: "Buy bread").insert(db) }
+            #expect(document.state == .hasUnsavedChanges)
+            try await document.save()
+            #expect(try await document.reader.read { db in try Note.fetchCount(db) } == 1)
+            try await document.close()
+
+            let reopened = try await Document.open(at: bundle, options: options)
+            #expect(reopened.appliedMigrations.isEmpty, "migrations run once")
+            #expect(reopened.conversionReport == nil)
+            #expect(reopened.metadata.model.migrations.map(\.identifier) == ["v1"])
+            var digests = try Fixtures.rowDigests(of: reopened.workingCopyStoreForTests)
+            for table in ["note", "managed_document_migrations", "managed_document_model"] {
+                digests.removeValue(forKey: table)
+            }
+            #expect(digests == expected, "the legacy rows are all there")
+            try await reopened.close()
+        }
+    }
+
     @Test("state changes are published as they happen")
     func stateChanges() async throws {
         try await withTemporaryDirectory { directory in

@@ -102,9 +102,16 @@ struct SourceSnapshot {
 
     /// The name recorded in the provenance: relative to a package, or the file name beside a loose store.
     static func relativeName(_ path: FilePath, in legacy: LegacyStore) -> String {
-        let base = legacy.isPackage ? legacy.source.string + "/" : legacy.source.removingLastComponent().string + "/"
-        let text = path.string
-        if base != "/", text.hasPrefix(base) { return String(text.dropFirst(base.count)) }
+        let parent = legacy.isPackage ? legacy.source : legacy.source.removingLastComponent()
+        let text = path.lexicallyNormalized().string
+        if parent.isEmpty {
+            // > A bare name ("Diary.sqlite"): paths beside it are relative to the current folder already.
+            if !path.isAbsolute { return text.hasPrefix("./") ? String(text.dropFirst(2)) : text }
+        } else {
+            let base = parent.lexicallyNormalized().string
+            let prefix = base.hasSuffix("/") ? base : base + "/"
+            if text.hasPrefix(prefix) { return String(text.dropFirst(prefix.count)) }
+        }
         return path.lastComponent?.string ?? text
     }
 

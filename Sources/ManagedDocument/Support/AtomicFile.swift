@@ -18,11 +18,13 @@ final class AtomicFile {
     let target: FilePath
     let temporaryPath: FilePath
     let descriptor: FileDescriptor
+    private let replacing: Bool
     private var isFinished = false
 
     /// Creates the temporary file beside `target`. With `replacing: false`, an existing target is an error.
     init(target: FilePath, replacing: Bool) throws {
         self.target = target
+        self.replacing = replacing
         let directory = target.removingLastComponent()
         guard let name = target.lastComponent?.string else {
             throw DocumentError(.cannotCreate, path: target, reason: "the destination has no file name")
@@ -46,6 +48,7 @@ final class AtomicFile {
                                 reason: "cannot create a temporary file in its folder", underlyingError: error)
         }
         self.temporaryPath = temporaryPath
+        // > The name is new and random, so nobody else can hold its lock; the lock only tells cleaners it is alive.
         _ = FileSystem.lockExclusively(descriptor, wait: false)
     }
 
@@ -53,7 +56,21 @@ final class AtomicFile {
     func commit() throws {
         precondition(!isFinished, "AtomicFile committed or discarded twice")
         try FileSystem.sync(descriptor, path: temporaryPath)
-        try FileSystem.rename(temporaryPath, to: target)
+        if replacing {
+            try FileSystem.rename(temporaryPath, to: target)
+        } else {
+            // > link(2) never replaces: a file that appeared under the target's name since init wins, and is kept.
+            if link(temporaryPath.string, target.string) == 0 {
+                try? FileSystem.removeFile(temporaryPath)  // the data is under the target's name; a leftover is removed next time
+            } else if errno == EEXIST {
+                throw DocumentError(.alreadyExists, path: target,
+                                    reason: "appeared while it was being written; it was left as it is, choose another name")
+            } else if try FileSystem.exists(target) {
+                throw DocumentError(.alreadyExists, path: target, reason: "already exists; choose another name or remove it first")
+            } else {
+                try FileSystem.rename(temporaryPath, to: target)  // a file system without hard links
+            }
+        }
         isFinished = true
         try? descriptor.close()  // Squash close error: the data is already flushed and renamed.
         let directory = target.removingLastComponent()

@@ -128,11 +128,10 @@ final class ArchiveWriter {
         }
         try check(archive_write_header(handle, entry), "write the header of \(name)")
 
-        var hasher = SHA256()
+        let pipeline = ChunkPipeline()  // SHA-256 on a second thread while libarchive compresses
         var written: Int64 = 0
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { buffer.deallocate() }
         while true {
+            let buffer = pipeline.acquire()
             let count = try read(buffer)
             if count == 0 { break }
             guard written + Int64(count) <= size else {
@@ -140,7 +139,7 @@ final class ArchiveWriter {
                                     reason: "the source grew while it was being packed; nothing was replaced")
             }
             let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
-            hasher.update(bufferPointer: chunk)
+            pipeline.submit(count)  // hashing reads the chunk while libarchive does too; nobody writes it
             var offset = 0
             while offset < count {
                 let result = archive_write_data(handle, chunk.baseAddress! + offset, count - offset)
@@ -159,7 +158,7 @@ final class ArchiveWriter {
         }
         try check(archive_write_finish_entry(handle), "finish \(name)")
         entryNames.append(name)
-        return EntryDigest(name: name, size: size, sha256: hasher.finalize().hexString)
+        return EntryDigest(name: name, size: size, sha256: pipeline.finalize())
     }
 
     /// Adds an entry from bytes in memory.

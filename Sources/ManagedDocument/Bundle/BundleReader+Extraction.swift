@@ -113,8 +113,7 @@ extension BundleReader {
         for entry in metadata.entries { expected[entry.name] = entry.sha256 }
 
         let archive = try ArchiveReader(path: path)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { buffer.deallocate() }
+        let pipeline = ChunkPipeline()  // SHA-256 on a second thread while the next chunk inflates
         var seen = Set<String>()
         var inflated: UInt64 = 0
         while let header = try archive.nextEntry() {
@@ -149,10 +148,10 @@ extension BundleReader {
                 outputPath = target
             }
             defer { try? output?.close() }  // Squash close error: a failed write was already reported.
-            var hasher = SHA256()
             var written: UInt64 = 0
             var head: [UInt8] = []
             while true {
+                let buffer = pipeline.acquire()
                 let count = try archive.read(into: buffer)
                 if count == 0 { break }
                 written += UInt64(count)
@@ -161,10 +160,11 @@ extension BundleReader {
                                         reason: "inflates to more than the \(entry.size) bytes its header declares (a zip bomb, or damage); stopped")
                 }
                 let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
-                hasher.update(bufferPointer: chunk)
                 if head.count < 16 { head.append(contentsOf: chunk.prefix(16 - head.count)) }
                 if let output, let outputPath { try FileSystem.writeAll(output, chunk, path: outputPath) }
+                pipeline.submit(count)
             }
+            let digest = pipeline.finalize()
             inflated += written
             guard written == entry.size else {
                 throw DocumentError(.sizeMismatch, path: path, entry: name,
@@ -173,7 +173,6 @@ extension BundleReader {
             if entry.role == .store, !StoreInspector.hasSQLiteHeader(head) {
                 throw DocumentError(.notSQLite, path: path, entry: name, reason: "is not a SQLite database")
             }
-            let digest = hasher.finalize().hexString
             guard digest == expected[name] else {
                 throw DocumentError(.checksumMismatch, path: path, entry: name,
                                     reason: "its SHA-256 does not match the metadata; the bundle is damaged, restore it from a backup")

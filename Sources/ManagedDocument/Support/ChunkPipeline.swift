@@ -1,0 +1,75 @@
+import Crypto
+import Dispatch
+
+/// Chunks of a stream, hashed with SHA-256 on a second thread while the caller fills the next one.
+///
+/// The caller takes a buffer with ``acquire()``, fills it (inflating, reading), uses it (writing it out), and hands
+/// it over with ``submit(_:)``; the hash runs on a serial queue, in order, while the caller goes on. A small ring of
+/// buffers bounds memory (`count × size`); ``acquire()`` waits when all of them are still being hashed. On a
+/// machine where SHA-256 is slower than inflating or copying, this takes the hash off the critical path.
+final class ChunkPipeline: @unchecked Sendable {  // `hasher` is only touched on `queue`; buffers by the ring protocol
+    static let chunkSize = 1 << 20
+
+    /// What the hashing closures touch; they never hold the pipeline itself, so its deinit runs on the owner's thread.
+    private final class Shared: @unchecked Sendable {  // `hasher` is only touched on `queue`
+        var hasher = SHA256()
+        let free: DispatchSemaphore
+        init(count: Int) { free = DispatchSemaphore(value: count) }
+    }
+
+    private let buffers: [UnsafeMutableRawBufferPointer]
+    private let shared: Shared
+    private var free: DispatchSemaphore { shared.free }
+    private let queue = DispatchQueue(label: "ManagedDocument.sha256")
+    private var next = 0
+    private var acquired: UnsafeMutableRawBufferPointer?
+
+    init(buffers count: Int = 4, size: Int = ChunkPipeline.chunkSize) {
+        buffers = (0..<count).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 64) }
+        shared = Shared(count: count)
+    }
+
+    deinit {
+        giveBack()  // after an error mid-stream: libdispatch traps on a semaphore disposed below its initial value
+        queue.sync {}  // every pending hash has used its buffer
+        for buffer in buffers { buffer.deallocate() }
+    }
+
+    /// A buffer to fill; it stays the caller's until ``submit(_:)`` or ``giveBack()``.
+    func acquire() -> UnsafeMutableRawBufferPointer {
+        precondition(acquired == nil, "acquire() twice without submit()")
+        free.wait()
+        // > Hashes finish in submission order, so a free slot means the oldest buffer, the next in the ring, is free.
+        let buffer = buffers[next]
+        next = (next + 1) % buffers.count
+        acquired = buffer
+        return buffer
+    }
+
+    /// Hashes the first `count` bytes of the acquired buffer on the second thread.
+    func submit(_ count: Int) {
+        guard let buffer = acquired else { preconditionFailure("submit() without acquire()") }
+        acquired = nil
+        let start = UInt(bitPattern: buffer.baseAddress)
+        queue.async { [shared] in
+            shared.hasher.update(bufferPointer: UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: start), count: count))
+            shared.free.signal()
+        }
+    }
+
+    /// Returns the acquired buffer unused (at the end of the stream).
+    func giveBack() {
+        guard acquired != nil else { return }
+        submit(0)
+    }
+
+    /// The SHA-256 of everything submitted, in lowercase hex; the pipeline starts over afterwards.
+    func finalize() -> String {
+        giveBack()
+        return queue.sync {
+            let digest = shared.hasher.finalize().hexString
+            shared.hasher = SHA256()
+            return digest
+        }
+    }
+}

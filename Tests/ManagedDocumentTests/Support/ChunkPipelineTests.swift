@@ -1,0 +1,33 @@
+import Crypto
+import Testing
+@testable import ManagedDocument
+
+@Suite("SHA-256 on a second thread")
+struct ChunkPipelineTests {
+    @Test("chunks of every size hash to the SHA-256 of the whole, and the pipeline starts over after finalize")
+    func hashesInOrder() {
+        var generator = SeededGenerator(seed: 3)
+        let pipeline = ChunkPipeline(buffers: 3, size: 4096)
+        for _ in 0..<3 {
+            var whole: [UInt8] = []
+            for _ in 0..<50 {
+                let buffer = pipeline.acquire()
+                let count = Int.random(in: 0...4096, using: &generator)
+                for index in 0..<count { buffer[index] = UInt8.random(in: 0...255, using: &generator) }
+                whole.append(contentsOf: buffer[0..<count])
+                pipeline.submit(count)
+            }
+            #expect(pipeline.finalize() == SHA256.hash(data: whole).hexString)
+        }
+    }
+
+    @Test("a pipeline abandoned with a buffer in hand (an error mid-stream) is released cleanly")
+    func abandoned() {
+        for _ in 0..<20 {
+            let pipeline = ChunkPipeline(buffers: 2, size: 1024)
+            _ = pipeline.acquire()
+            pipeline.submit(1024)
+            _ = pipeline.acquire()
+        }
+    }
+}

@@ -9,7 +9,7 @@ struct Extract: ParsableCommand {
         discussion: """
             With --output, the store becomes a loose SQLite file that `sqlite3` opens, and Core Data external \
             data, when there is some, goes beside it in `.<name>_SUPPORT/_EXTERNAL_DATA/` as Core Data expects. \
-            With --directory, every entry is written into a new folder, laid out as in the bundle.
+            With --directory, the store, its external data and the additional content are written into a new folder, laid out as in the bundle (mimetype and DocumentMetadata.json are checked, not written).
 
             The bundle is checked as it streams (sizes, CRC-32s, SHA-256s); nothing appears under the final \
             names unless everything checked out. Existing files are never replaced.
@@ -26,7 +26,7 @@ struct Extract: ParsableCommand {
     @Option(name: .shortAndLong, help: "Where to write the store as a loose SQLite file.")
     var output: String?
 
-    @Option(name: .long, help: "A new folder to extract every entry into.")
+    @Option(name: .long, help: "A new folder to extract the content entries into, laid out as in the bundle.")
     var directory: String?
 
     @OptionGroup var options: OutputOptions

@@ -10,7 +10,7 @@ struct Verify: ParsableCommand {
             For each bundle: every check the reader makes when it opens one, then every entry is inflated and \
             its CRC-32, size and SHA-256 compared, and the store is checked by SQLite (`PRAGMA integrity_check`, \
             or `quick_check` with --quick) and against the metadata. Bundles are never changed. All bundles are \
-            checked even when one fails; the exit status is 65 when any failed.
+            checked even when one fails; the exit status is that of the first failure (65 damaged or not a bundle, 66 missing, 74 I/O error).
 
             Examples:
               docconvert verify Notes.mdz

@@ -7,7 +7,7 @@ import ManagedDocument
 struct DocConvert: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "docconvert",
-        abstract: "Create, inspect, verify and extract managed-document bundles (.mdz).",
+        abstract: "Convert legacy SQLite stores into managed-document bundles (.mdz); create, inspect, verify and extract them.",
         discussion: """
             A managed document is one zip file holding a SQLite store and its metadata: `mimetype` first \
             (stored, readable at byte 38), `DocumentMetadata.json`, `StoreContent/persistentStore`, and optional \
@@ -22,6 +22,7 @@ struct DocConvert: ParsableCommand {
             75 the document is in use or busy.
 
             Examples:
+              docconvert convert minimalTime.sqlite     # a legacy store (and its -wal) into minimalTime.mdz
               docconvert create Notes.mdz
               docconvert inspect Notes.mdz --json
               docconvert verify *.mdz

@@ -22,7 +22,7 @@ struct DocConvert: ParsableCommand {
             75 the document is in use or busy.
 
             Examples:
-              docconvert convert minimalTime.sqlite     # a legacy store (and its -wal) into minimalTime.mdz
+              docconvert convert minimalTime.sqlite   # into minimalTime.mdz
               docconvert create Notes.mdz
               docconvert inspect Notes.mdz --json
               docconvert verify *.mdz

@@ -112,7 +112,7 @@ final class AtomicFile {
                     continue
                 }
                 defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
-                if FileSystem.lockExclusively(descriptor, wait: false) { try FileSystem.removeTree(path) }
+                if FileSystem.lockExclusively(descriptor, wait: false) { try ScratchDirectory.remove(path) }
             }
         }
     }
@@ -154,7 +154,16 @@ final class ScratchDirectory {
     }
 
     deinit {
-        try? FileSystem.removeTree(path)  // Cleanup; a leftover is removed by the next writer of the target.
+        try? Self.remove(path)  // Cleanup; a leftover is removed by the next writer of the target.
         try? lock.close()  // Squash close error: the folder is gone.
+    }
+
+    /// Removes a scratch folder with its `.lock` last, so that a removal cut short by a crash leaves either a folder
+    /// whose lock file can be taken (removed next time) or an empty folder, never content without a lock file.
+    static func remove(_ path: FilePath) throws {
+        for name in try FileSystem.contentsOfDirectory(path) where name != lockName {
+            try FileSystem.removeTree(path.appending(name))
+        }
+        try FileSystem.removeTree(path)
     }
 }

@@ -69,12 +69,21 @@ extension Document {
         for name in try FileSystem.contentsOfDirectory(root) {
             let folder = root.appending(name)
             guard let status = try FileSystem.status(folder), status.kind == .directory,
-                  Date().timeIntervalSince1970 - status.modificationTime > age,
-                  let lock = try? FileDescriptor.open(folder.appending(".lock"), .readOnly, options: [.noFollow])
-            else { continue }  // young, not a working copy, or has no lock file yet
+                  Date().timeIntervalSince1970 - status.modificationTime > age
+            else { continue }  // young, or not a folder
+            guard let lock = try? FileDescriptor.open(folder.appending(".lock"), .readOnly, options: [.noFollow]) else {
+                // > No lock file: a removal cut short (the lock goes last), or a folder that is not a working copy.
+                let isEmpty = (try? FileSystem.contentsOfDirectory(folder))?.isEmpty ?? false
+                if isEmpty || FileSystem.isDirectory(folder.appending("content"))
+                    || FileSystem.isRegularFile(folder.appending("base.json")) {
+                    try ScratchDirectory.remove(folder)
+                    removed.append(folder)
+                }
+                continue
+            }
             defer { try? lock.close() }  // Squash close error of a read-only descriptor.
             if FileSystem.lockExclusively(lock, wait: false) {
-                try FileSystem.removeTree(folder)
+                try ScratchDirectory.remove(folder)
                 removed.append(folder)
             }
         }

@@ -242,7 +242,7 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
             return queue
         }
         try queue?.close()
-        try FileSystem.removeTree(workingCopy.directory)
+        try ScratchDirectory.remove(workingCopy.directory)  // its .lock last: a crash here leaves a removable folder
         lock.withLock {
             try? workingCopyLock?.close()  // Squash close error: releasing the lock is all that matters.
             workingCopyLock = nil

@@ -47,6 +47,7 @@ struct Convert: ParsableCommand {
 
     func validate() throws {
         guard busyTimeout >= 0 else { throw ValidationError("--busy-timeout must not be negative") }
+        try validateMediaType(mediaType)
     }
 
     func run() throws {

@@ -40,11 +40,7 @@ struct Create: ParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
-        let bytes = Array(mediaType.utf8)
-        let parts = mediaType.split(separator: "/", omittingEmptySubsequences: false)
-        guard (1...255).contains(bytes.count), bytes.allSatisfy({ (0x21...0x7E).contains($0) }), parts.count == 2,
-              !parts[0].isEmpty, !parts[1].isEmpty
-        else { throw ValidationError("--media-type must look like type/subtype, printable ASCII, at most 255 bytes") }
+        try validateMediaType(mediaType)
     }
 
     func run() throws {
@@ -67,4 +63,13 @@ struct Create: ParsableCommand {
             print("created \(bundle) (document \(written.documentID.uuidString))")
         }
     }
+}
+
+/// Refuses a `--media-type` that no reader would accept (docs/FORMAT.md section 2), before anything is done.
+func validateMediaType(_ mediaType: String) throws {
+    let bytes = Array(mediaType.utf8)
+    let parts = mediaType.split(separator: "/", omittingEmptySubsequences: false)
+    guard (1...255).contains(bytes.count), bytes.allSatisfy({ (0x21...0x7E).contains($0) }), parts.count == 2,
+          !parts[0].isEmpty, !parts[1].isEmpty
+    else { throw ValidationError("--media-type must look like type/subtype, printable ASCII, at most 255 bytes") }
 }

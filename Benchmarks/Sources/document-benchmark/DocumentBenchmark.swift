@@ -1,0 +1,249 @@
+// The process that scripts/bench-document.sh times: one Document operation per run, timed in-process as well.
+//
+//   document-benchmark make-document BUNDLE MB [WORKDIR]   a new document of about MB MiB (not timed)
+//   document-benchmark open BUNDLE WORKDIR                 prints "open SECONDS": Document.open for writing
+//   document-benchmark save BUNDLE WORKDIR [--drop-caches] prints "save SECONDS": save() after a one-row change
+//   document-benchmark metadata BUNDLE [COUNT]             prints "metadata MEDIAN_MS ...": Document.metadata(at:)
+//
+// Each timed subcommand prints exactly one line on stdout; its first two fields are the operation and its time.
+// `open` times Document.open only (lock, checks, extraction into WORKDIR, opening the store); closing without
+// saving, which removes the working copy, is outside the timed span. `save` opens the document first, changes one
+// row, and times save() only (pack the working copy, fsync, verify, rename). With --drop-caches it drops the page
+// cache between the open and the save, so save reads the working copy cold, as `zip` reads its input after a
+// drop. `metadata` calls Document.metadata(at:) COUNT times (default 100) and prints the median and the first call.
+//
+// Plain arguments on purpose: no argument parser, so the timed process holds only the library and GRDB.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import GRDB
+import ManagedDocument
+import SystemPackage
+
+@main
+struct DocumentBenchmark {
+    static let usage = """
+        usage: document-benchmark make-document BUNDLE MB [WORKDIR]
+               document-benchmark open BUNDLE WORKDIR
+               document-benchmark save BUNDLE WORKDIR [--drop-caches]
+               document-benchmark metadata BUNDLE [COUNT]
+        """
+
+    static func main() async {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        do {
+            switch (arguments.first, arguments.count) {
+            case ("make-document", 3), ("make-document", 4):
+                guard let mib = Int(arguments[2]), mib > 0 else {
+                    fail("MB must be a positive integer, not \(arguments[2])\n\(usage)", status: 64)
+                }
+                try await makeDocument(at: FilePath(arguments[1]), mib: mib,
+                                       workingDirectory: arguments.count == 4 ? FilePath(arguments[3]) : nil)
+            case ("open", 3):
+                try await open(FilePath(arguments[1]), workingDirectory: FilePath(arguments[2]))
+            case ("save", 3), ("save", 4):
+                guard arguments.count == 3 || arguments[3] == "--drop-caches" else { fail(usage, status: 64) }
+                try await save(FilePath(arguments[1]), workingDirectory: FilePath(arguments[2]),
+                               dropCaches: arguments.count == 4)
+            case ("metadata", 2), ("metadata", 3):
+                let count = arguments.count == 3 ? Int(arguments[2]) ?? 0 : 100
+                guard count > 0 else { fail("COUNT must be a positive integer\n\(usage)", status: 64) }
+                try metadata(FilePath(arguments[1]), count: count)
+            default:
+                fail(usage, status: 64)
+            }
+        } catch {
+            fail("document-benchmark: \(error)", status: 1)
+        }
+    }
+
+    // MARK: Timed operations
+
+    static func open(_ bundle: FilePath, workingDirectory: FilePath) async throws {
+        var options = Document.OpenOptions()
+        options.workingDirectory = workingDirectory
+        let start = ContinuousClock.now
+        let document = try await Document.open(at: bundle, options: options)
+        let elapsed = ContinuousClock.now - start
+        try await document.close(savingChanges: false)
+        print("open \(format(seconds(elapsed)))")
+    }
+
+    static func save(_ bundle: FilePath, workingDirectory: FilePath, dropCaches: Bool) async throws {
+        var options = Document.OpenOptions()
+        options.workingDirectory = workingDirectory
+        let document = try await Document.open(at: bundle, options: options)
+        let changed = try await document.writer.write { db -> Int in
+            try db.execute(sql: "UPDATE item SET body = body || '.' WHERE id = (SELECT min(id) FROM item WHERE kind = 'text')")
+            return db.changesCount
+        }
+        guard changed == 1 else {
+            fail("document-benchmark: \(bundle) has no text row to change; make it with make-document", status: 65)
+        }
+        if dropCaches { try dropPageCache() }
+        let start = ContinuousClock.now
+        try await document.save()
+        let elapsed = ContinuousClock.now - start
+        try await document.close(savingChanges: false)
+        print("save \(format(seconds(elapsed)))")
+    }
+
+    static func metadata(_ bundle: FilePath, count: Int) throws {
+        var milliseconds: [Double] = []
+        milliseconds.reserveCapacity(count)
+        for _ in 0..<count {
+            let start = ContinuousClock.now
+            let metadata = try Document.metadata(at: bundle)
+            milliseconds.append(seconds(ContinuousClock.now - start) * 1000)
+            guard metadata.store.size > 0 else { fail("document-benchmark: \(bundle) has an empty store", status: 65) }
+        }
+        let first = milliseconds[0]
+        milliseconds.sort()
+        let middle = milliseconds.count / 2
+        let median = milliseconds.count % 2 == 1 ? milliseconds[middle]
+            : (milliseconds[middle - 1] + milliseconds[middle]) / 2
+        print("metadata \(format(median)) ms median of \(count) calls; first \(format(first)) ms, max \(format(milliseconds[count - 1])) ms")
+    }
+
+    // MARK: The document
+
+    /// Creates a document whose store is about `mib` MiB: rows alternate text (made-up words drawn with a Zipf
+    /// law, about 3x compressible by deflate, like prose) and random blobs (incompressible), 64...1536 bytes each,
+    /// so about half the store's bytes are each. Deterministic except for the document's ID and dates.
+    static func makeDocument(at bundle: FilePath, mib: Int, workingDirectory: FilePath?) async throws {
+        if FileManager.default.fileExists(atPath: bundle.string) {
+            fail("document-benchmark: \(bundle) already exists", status: 73)
+        }
+        var options = Document.OpenOptions()
+        options.createIfMissing = true
+        options.workingDirectory = workingDirectory
+        let document = try await Document.open(at: bundle, options: options)
+        // The working copy is scratch until the save below: no fsync per batch while it is filled.
+        try await document.writer.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = OFF")
+            try db.execute(sql: "PRAGMA cache_size = -65536")
+            try db.execute(sql: "CREATE TABLE item (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, body TEXT, data BLOB)")
+        }
+        var random = SplitMix64(seed: 20_261_122)
+        let corpus = makeCorpus(&random)
+        let target = Int64(mib) << 20
+        var payload: Int64 = 0
+        var storeBytes: Int64 = 0
+        while payload < target / 2 || storeBytes < target {
+            var rows: [Row] = []
+            rows.reserveCapacity(2_000)
+            for index in 0..<2_000 {
+                let count = Int.random(in: 64...1536, using: &random)
+                if index % 2 == 0 {
+                    let start = Int.random(in: 0..<(corpus.count - count), using: &random)
+                    rows.append(.text(String(decoding: corpus[start..<start + count], as: UTF8.self)))
+                } else {
+                    var bytes = [UInt8](repeating: 0, count: count)
+                    random.fill(&bytes)
+                    rows.append(.blob(Data(bytes)))
+                }
+                payload += Int64(count)
+            }
+            storeBytes = try await document.writer.write { [rows] db -> Int64 in
+                let insert = try db.cachedStatement(sql: "INSERT INTO item (kind, body, data) VALUES (?, ?, ?)")
+                for row in rows {
+                    switch row {
+                    case .text(let text): try insert.execute(arguments: ["text", text, nil])
+                    case .blob(let data): try insert.execute(arguments: ["blob", nil, data])
+                    }
+                }
+                let pages = try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+                let pageSize = try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? 0
+                return pages * pageSize
+            }
+        }
+        try await document.save()
+        try await document.close(savingChanges: false)
+        print("make-document \(bundle): store \(storeBytes) bytes (\(storeBytes >> 20) MiB), row payload \(payload) bytes")
+    }
+
+    enum Row: Sendable {
+        case text(String)
+        case blob(Data)
+    }
+
+    /// About 10 MB of space-separated made-up words (4000 of them, 2-10 letters) drawn with weights 1/rank.
+    static func makeCorpus(_ random: inout SplitMix64) -> [UInt8] {
+        let letters = Array("etaoinshrdlucmfwypvbgkqjxz".utf8)
+        let vocabulary: [[UInt8]] = (0..<4000).map { _ in
+            (0..<Int.random(in: 2...10, using: &random)).map { _ in letters[Int.random(in: 0..<letters.count, using: &random)] }
+        }
+        var cumulative: [Double] = []
+        cumulative.reserveCapacity(vocabulary.count)
+        var total = 0.0
+        for rank in 0..<vocabulary.count {
+            total += 1.0 / Double(rank + 1)
+            cumulative.append(total)
+        }
+        var corpus: [UInt8] = []
+        corpus.reserveCapacity(11 << 20)
+        for word in 0..<1_500_000 {
+            let draw = Double.random(in: 0..<total, using: &random)
+            var low = 0, high = cumulative.count - 1
+            while low < high {  // the first rank whose cumulative weight exceeds the draw
+                let middle = (low + high) / 2
+                if cumulative[middle] > draw { high = middle } else { low = middle + 1 }
+            }
+            if word > 0 { corpus.append(UInt8(ascii: " ")) }
+            corpus.append(contentsOf: vocabulary[low])
+        }
+        return corpus
+    }
+
+    // MARK: Support
+
+    /// Flushes dirty pages and drops the page cache (Linux, as root); fails loudly when that is not permitted.
+    static func dropPageCache() throws {
+        sync()
+        let control = try FileDescriptor.open("/proc/sys/vm/drop_caches", .writeOnly)
+        try control.closeAfter { _ = try control.writeAll("3\n".utf8) }
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    static func format(_ value: Double) -> String {
+        String(format: "%.6f", value)
+    }
+
+    static func fail(_ message: String, status: Int32) -> Never {
+        _ = try? FileDescriptor.standardError.writeAll((message + "\n").utf8)
+        exit(status)
+    }
+}
+
+/// A small, fast, deterministic generator (SplitMix64), so that every run makes the same rows.
+struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func fill(_ bytes: inout [UInt8]) {
+        var index = 0
+        while index < bytes.count {
+            var word = next()
+            for _ in 0..<min(8, bytes.count - index) {
+                bytes[index] = UInt8(truncatingIfNeeded: word)
+                word >>= 8
+                index += 1
+            }
+        }
+    }
+}

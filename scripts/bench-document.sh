@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# Opens, saves and reads the metadata of one large document with ManagedDocument's Document API, and extracts and
+# re-packs the same bundle with unzip and zip -1, in the same run, and prints a Markdown table of medians.
+#
+#   scripts/bench-document.sh
+#
+# Environment (all optional):
+#   BENCH_MB=256             size of the document's store in MiB
+#   BENCH_RUNS=3             timed runs per case; the table shows medians
+#   BENCH_DIR=./bench-work   work folder (relative to the repository root; git-ignored by default)
+#   BENCH_KEEP=1             keep the bundle, working folders and extracted folders afterwards
+#   BENCH_DROP_CACHES=0      do not drop the page cache before each run (by default it is dropped when
+#                            `echo 3 > /proc/sys/vm/drop_caches` works silently, and left warm otherwise)
+#
+# Cases, all on the same bundle (made once by `document-benchmark make-document`, deflate 1 like every save):
+#   ours open       Document.open for writing (extracts a working copy into the work folder), timed in-process;
+#                   then close(savingChanges: false), outside the timed span. Peer: unzip.
+#   ours metadata   Document.metadata(at:), 100 calls in one process, median per call. Peer: unzip.
+#   ours save       open, change one row, then save() timed in-process (on a fresh copy of the bundle each run).
+#                   With the page cache dropped, it is dropped again between the open and the save. Peer: zip -1.
+#   unzip           unzip -q -o BUNDLE -d DIR
+#   zip -1          zip -1 -q -r OUT.zip . in a folder holding the bundle's extracted content
+# Timing: the Document cases print their own in-process time; every process is also run under
+# `/usr/bin/time -f '%e %M'` (wall seconds, peak RSS in KiB). Runs are interleaved round by round (every case once,
+# then again) so that drift on a shared machine spreads over all cases.
+# Progress goes to stderr; the report (Markdown) goes to stdout.
+set -euo pipefail
+
+invocation="$0${*:+ $*}"
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+MB=${BENCH_MB:-256}
+RUNS=${BENCH_RUNS:-3}
+DIR=${BENCH_DIR:-./bench-work}
+KEEP=${BENCH_KEEP:-0}
+META_CALLS=100
+[[ $MB =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_MB must be a positive integer" >&2; exit 64; }
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_RUNS must be a positive integer" >&2; exit 64; }
+for tool in python3 zip unzip /usr/bin/time swift; do
+    command -v "$tool" >/dev/null || { echo "missing: $tool" >&2; exit 69; }
+done
+
+log() { echo "[bench] $*" >&2; }
+
+echo "# Document benchmark"
+echo
+echo "Command: \`BENCH_MB=$MB BENCH_RUNS=$RUNS BENCH_DIR=${BENCH_DIR:-./bench-work} BENCH_KEEP=$KEEP $invocation\` (run in \`$root\`)"
+echo
+
+# --- build ------------------------------------------------------------------------------------------------------
+log "building the benchmark (release)"
+swift build -c release --package-path Benchmarks >&2
+BIN="$(swift build -c release --package-path Benchmarks --show-bin-path)/document-benchmark"
+[[ -x $BIN ]] || { echo "no benchmark binary at $BIN" >&2; exit 70; }
+
+# --- work folder and cleanup ------------------------------------------------------------------------------------
+mkdir -p "$DIR"
+DIR=$(cd "$DIR" && pwd)
+WORK="$DIR/document-run"  # everything this script writes, removed at the end unless BENCH_KEEP=1
+rm -rf "$WORK"
+mkdir -p "$WORK"
+cleanup() {
+    if [[ $KEEP == 1 ]]; then
+        log "kept $WORK (BENCH_KEEP=1)"
+    else
+        rm -rf "$WORK"
+        rmdir "$DIR" 2>/dev/null || true
+    fi
+}
+trap cleanup EXIT
+
+# --- page cache -------------------------------------------------------------------------------------------------
+DROP=0
+if [[ ${BENCH_DROP_CACHES:-1} != 0 ]] && (sync && echo 3 >/proc/sys/vm/drop_caches) 2>/dev/null; then
+    DROP=1
+fi
+drop_caches() {
+    if [[ $DROP == 1 ]]; then sync; echo 3 >/proc/sys/vm/drop_caches; fi
+}
+SAVE_FLAG=""
+[[ $DROP == 1 ]] && SAVE_FLAG="--drop-caches"
+
+# --- the document -----------------------------------------------------------------------------------------------
+BUNDLE="$WORK/document.mdz"
+SRC="$WORK/src"  # the bundle's content extracted once: the input of zip -1
+log "making a ${MB} MiB document at $BUNDLE"
+gen_start=$(date +%s)
+"$BIN" make-document "$BUNDLE" "$MB" "$WORK/wc-make" >&2
+gen_seconds=$(( $(date +%s) - gen_start ))
+mkdir -p "$SRC"
+unzip -q "$BUNDLE" -d "$SRC"
+BUNDLE_BYTES=$(stat -c %s "$BUNDLE")
+STORE_BYTES=$(stat -c %s "$SRC/StoreContent/persistentStore")
+CONTENT_BYTES=$(du -sb "$SRC" | cut -f1)
+log "bundle: $BUNDLE_BYTES bytes; store: $STORE_BYTES bytes; made in ${gen_seconds}s"
+
+# --- cases -------------------------------------------------------------------------------------------------------
+# Each case: id|tool|operation|peer id|in-process tag|working folder|prepare (eval'd)|command (eval'd)
+# The in-process tag is the first field of the line the benchmark prints ("" for the peers). Commands run in their
+# working folder; the preparation runs before the page cache is dropped and is not timed.
+cases=(
+    "ours-open|ours (Document.open, writable)|open: extract a working copy|unzip|open|$WORK|rm -rf \"\$WORK/wc-open\"|\"\$BIN\" open \"\$BUNDLE\" \"\$WORK/wc-open\""
+    "ours-meta|ours (Document.metadata(at:))|read-only metadata, no extraction|unzip|metadata|$WORK|:|\"\$BIN\" metadata \"\$BUNDLE\" $META_CALLS"
+    "ours-save|ours (Document.save)|save after a one-row change|zip-1|save|$WORK|rm -rf \"\$WORK/wc-save\" && cp \"\$BUNDLE\" \"\$WORK/save.mdz\"|\"\$BIN\" save \"\$WORK/save.mdz\" \"\$WORK/wc-save\" $SAVE_FLAG"
+    "unzip|unzip -q -o|extract the bundle|||$WORK|rm -rf \"\$WORK/x-unzip\" && mkdir -p \"\$WORK/x-unzip\"|unzip -q -o \"\$BUNDLE\" -d \"\$WORK/x-unzip\""
+    "zip-1|zip -1 -q -r|pack the extracted content, deflate 1|||$SRC|rm -f \"\$WORK/zip-1.zip\"|zip -1 -q -r \"\$WORK/zip-1.zip\" ."
+)
+
+RESULTS="$WORK/results.tsv"
+RAW="$WORK/raw.txt"
+: >"$RESULTS"
+: >"$RAW"
+declare -A WALL RSS INPROC
+
+# run_case CASE ROUND: one timed run.
+run_case() {
+    local spec=$1 round=$2
+    local id tool op peer tag cwd prepare cmd
+    IFS='|' read -r id tool op peer tag cwd prepare cmd <<<"$spec"
+    eval "$prepare"
+    drop_caches
+    local timing="$WORK/time.txt"
+    if ! (cd "$cwd" && eval "/usr/bin/time -f '%e %M' -o \"\$timing\" $cmd") >"$WORK/cmd.out" 2>"$WORK/cmd.err"; then
+        echo "FAILED: $tool ($op), round $round:" >&2
+        cat "$WORK/cmd.out" "$WORK/cmd.err" "$timing" >&2 2>/dev/null || true
+        exit 1
+    fi
+    local seconds kib inproc=""
+    read -r seconds kib < <(tail -n 1 "$timing")
+    WALL[$id]+="${WALL[$id]:+,}$seconds"
+    RSS[$id]+="${RSS[$id]:+,}$kib"
+    if [[ -n $tag ]]; then
+        local line
+        line=$(awk -v tag="$tag" '$1 == tag { print; exit }' "$WORK/cmd.out")
+        [[ -n $line ]] || { echo "no '$tag' line from $tool:" >&2; cat "$WORK/cmd.out" "$WORK/cmd.err" >&2; exit 1; }
+        inproc=$(awk '{ print $2 }' <<<"$line")
+        [[ $tag == metadata ]] && inproc=$(awk -v ms="$inproc" 'BEGIN { printf "%.9f", ms / 1000 }')
+        INPROC[$id]+="${INPROC[$id]:+,}$inproc"
+        echo "- round $round, $tool: $line" >>"$RAW"
+    fi
+    log "round $round/$RUNS  $(printf '%-10s' "$id") wall ${seconds}s  ${kib} KiB${inproc:+  in-process ${inproc}s}"
+}
+
+log "${#cases[@]} cases x $RUNS runs (page cache dropped before each run: $([[ $DROP == 1 ]] && echo yes || echo no))"
+for ((round = 1; round <= RUNS; round++)); do
+    for spec in "${cases[@]}"; do run_case "$spec" "$round"; done
+done
+for spec in "${cases[@]}"; do
+    IFS='|' read -r id tool op peer tag _ <<<"$spec"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$tool" "$op" "$peer" "${WALL[$id]}" "${RSS[$id]}" "${INPROC[$id]:-}" >>"$RESULTS"
+done
+
+# Sanity: unzip extracted the same content, and the last saved bundle is a sound zip with the change in it.
+cmp -s "$SRC/StoreContent/persistentStore" "$WORK/x-unzip/StoreContent/persistentStore" \
+    || { echo "unzip's extracted store differs from the reference extraction" >&2; exit 1; }
+unzip -tqq "$WORK/save.mdz" >&2 || { echo "the saved bundle does not test clean with unzip -t" >&2; exit 1; }
+"$BIN" metadata "$WORK/save.mdz" 1 >/dev/null
+
+# --- report -----------------------------------------------------------------------------------------------------
+cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+fs=$(df -PT "$DIR" | awk 'NR == 2 { print $2 " on " $1 }')
+sha=$(grep -q -w sha_ni /proc/cpuinfo && echo "SHA extensions: yes" || echo "SHA extensions: no")
+echo "- Date: $(date -u +%Y-%m-%dT%H:%M:%SZ); host: $(nproc) cores, $cpu ($sha); $(uname -sr); work folder: $fs"
+echo "- Tools: $(swift --version 2>&1 | head -n 1); $(zip -v | sed -n 2p | sed 's/^ *//'); $(unzip -v | head -n 1)"
+echo "- Document: bundle $BUNDLE_BYTES bytes ($(( BUNDLE_BYTES >> 20 )) MiB), store $STORE_BYTES bytes ($(( STORE_BYTES >> 20 )) MiB), content $CONTENT_BYTES bytes; rows alternate Zipf-word text and random blobs of 64-1536 bytes; made (and saved, deflate 1) in ${gen_seconds}s"
+echo "- $RUNS runs per case, interleaved round by round; medians shown. Page cache dropped before every run: $([[ $DROP == 1 ]] && echo 'yes (sync; echo 3 > /proc/sys/vm/drop_caches), and for ours save again between its open and its save' || echo 'no (not permitted or BENCH_DROP_CACHES=0; input warm in the page cache)')."
+echo "- Ours open = \`Document.open\` for writing: lock, structure and metadata checks, extraction into the working copy with CRC-32 and SHA-256 checked (no fsync), GRDB opens the store. Ours save = \`Document.save\` (default deflate 1): SHA-256 of the store, compression, fsync, a re-read that inflates and checks every entry, rename. unzip and zip do no fsync and no verification."
+echo "- seconds: ours = the operation's own in-process time; peers = process wall time. Process wall (ours) = the whole process under /usr/bin/time (open: plus runtime start and close; save: plus the open and the change; metadata: $META_CALLS calls). Peak RSS is the whole process's."
+echo
+python3 - "$RESULTS" "$CONTENT_BYTES" "$META_CALLS" <<'PY'
+import statistics, sys
+path, content, calls = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rows = [line.rstrip("\n").split("\t") for line in open(path) if line.strip()]
+cases = {}
+for id_, tool, op, peer, walls, rss, inproc in rows:
+    w = [float(x) for x in walls.split(",")]
+    i = [float(x) for x in inproc.split(",")] if inproc else None
+    cases[id_] = dict(tool=tool, op=op, peer=peer, walls=w, wall=statistics.median(w),
+                      inprocs=i, inproc=statistics.median(i) if i else None,
+                      rss=statistics.median(int(x) for x in rss.split(",")) / 1024)
+for c in cases.values():
+    c["time"] = c["inproc"] if c["inproc"] is not None else c["wall"]
+
+def secs(x):
+    return f"{x:.2f}" if x >= 0.1 else f"{x:.5f}"
+
+print("| case | operation | seconds | MB/s | peak RSS MiB | process wall s | peer | time ÷ peer | wall ÷ peer |")
+print("|---|---|---:|---:|---:|---:|---|---:|---:|")
+for id_, c in cases.items():
+    mbps = "—" if id_ == "ours-meta" else f'{content / 1e6 / c["time"]:.0f}'
+    peer = cases.get(c["peer"])
+    if peer:
+        ratio, wall_ratio, peer_name = f'{c["time"] / peer["time"]:.3g}×', f'{c["wall"] / peer["wall"]:.3g}×', peer["tool"]
+    else:
+        ratio = wall_ratio = peer_name = "—"
+    print(f'| {c["tool"]} | {c["op"]} | {secs(c["time"])} | {mbps} | {c["rss"]:.1f} | {secs(c["wall"])} | '
+          f'{peer_name} | {ratio} | {wall_ratio} |')
+print()
+print("MB/s = extracted content (10^6 bytes) ÷ seconds. time ÷ peer < 1 means faster than the peer; wall ÷ peer compares")
+print(f"whole processes (for ours metadata, {calls} calls against one unzip).")
+print()
+
+def verdict(ok):
+    return "**met**" if ok else "**missed**"
+
+o, m, s, u, z = (cases[k] for k in ("ours-open", "ours-meta", "ours-save", "unzip", "zip-1"))
+print("Targets:")
+print()
+print(f'- Open at least 2× as fast as unzip: {verdict(o["time"] * 2 <= u["time"])} — open {secs(o["time"])} s vs unzip '
+      f'{secs(u["time"])} s, {u["time"] / o["time"]:.2f}× as fast (whole process: {u["wall"] / o["wall"]:.2f}×).')
+print(f'- Save no slower than zip -1: {verdict(s["time"] <= z["time"])} — save {secs(s["time"])} s vs zip -1 '
+      f'{secs(z["time"])} s, {s["time"] / z["time"]:.2f}× its time.')
+ms = m["time"] * 1000
+print(f'- Read-only metadata in milliseconds (median call under 10 ms): {verdict(ms < 10)} — {ms:.2f} ms per call '
+      f'(median of {calls}; the first, cold call of each run is in the raw lines below).')
+over = [f'{c["tool"]} {c["rss"]:.1f} MiB' for c in (o, m, s) if c["rss"] >= 32]
+print(f'- Peak RSS under 32 MiB: {verdict(not over)} — open {o["rss"]:.1f}, metadata {m["rss"]:.1f}, save {s["rss"]:.1f} MiB'
+      + (f' (over: {", ".join(over)}).' if over else '.'))
+print()
+print("Raw times (s), in run order (ours: in-process / process wall):")
+print()
+for id_, c in cases.items():
+    if c["inprocs"]:
+        runs = ", ".join(f"{secs(a)} / {secs(b)}" for a, b in zip(c["inprocs"], c["walls"]))
+    else:
+        runs = ", ".join(secs(b) for b in c["walls"])
+    print(f'- {c["tool"]}: {runs}')
+PY
+echo
+echo "Lines the benchmark printed:"
+echo
+cat "$RAW"

@@ -29,7 +29,7 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible {
             case checksumMismatch, sizeMismatch, mimetypeNotFirst, invalidMimetype, mediaTypeMismatch
             case invalidMetadata, metadataMismatch, newerFormat, notSQLite, storeCorrupt, storeInWALMode
             case ioFailure, cannotCreate, inUse, notALegacyStore, storeBusy, verificationFailed
-            case newerModel, migrationFailed, legacyConversionFailed
+            case newerModel, migrationFailed, legacyConversionFailed, invalidMigrations, migrationChanged
         }
         let storage: Storage
         init(_ storage: Storage) { self.storage = storage }
@@ -108,6 +108,12 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible {
         public static var migrationFailed: Self { Self(.migrationFailed) }
         /// A legacy store was found for a document but could not be converted.
         public static var legacyConversionFailed: Self { Self(.legacyConversionFailed) }
+        /// A folder of SQL migrations breaks the naming scheme: a file name that is not `V<version>__<description>.sql`,
+        /// two files with the same version, an empty or unreadable file.
+        public static var invalidMigrations: Self { Self(.invalidMigrations) }
+        /// An applied migration no longer matches its file (edited, renamed or removed), or a new file sorts before one
+        /// already applied; nothing is applied until the folder and the documents agree again.
+        public static var migrationChanged: Self { Self(.migrationChanged) }
     }
 
     /// What went wrong.

@@ -4,7 +4,7 @@ import ManagedDocument
 
 /// `docconvert`: create, inspect, verify and extract managed-document bundles.
 @main
-struct DocConvert: ParsableCommand {
+struct DocConvert: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "docconvert",
         abstract: "Convert legacy SQLite stores into managed-document bundles (.mdz); create, inspect, verify and extract them.",
@@ -29,7 +29,7 @@ struct DocConvert: ParsableCommand {
               docconvert extract Notes.mdz --output Notes.sqlite
             """,
         version: ManagedDocumentVersion.string,
-        subcommands: [Convert.self, Create.self, Inspect.self, Verify.self, Extract.self]
+        subcommands: [Convert.self, Create.self, Inspect.self, Verify.self, Extract.self, Migrate.self]
     )
 
     /// The exit status for an error, one switch over the codes (sysexits.h).

@@ -7,33 +7,10 @@ import Testing
 
 @Suite("docconvert commands")
 struct CommandTests {
-    private func temporaryDirectory() throws -> FilePath {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("dc-tests-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        return FilePath(url.path)
-    }
-
-    private var binary: String {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        let candidates = [CommandLine.arguments.first { $0.contains(".xctest") }.map {
-            URL(fileURLWithPath: $0).deletingLastPathComponent().appendingPathComponent("docconvert").path
-        }, root.appendingPathComponent(".build/debug/docconvert").path].compactMap { $0 }
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates.last!
-    }
+    private func temporaryDirectory() throws -> FilePath { try CLI.temporaryDirectory() }
 
     private func execute(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+        try CLI.execute(arguments)
     }
 
     @Test("arguments parse into the commands, and bad ones are usage errors")

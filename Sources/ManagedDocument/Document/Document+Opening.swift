@@ -210,6 +210,11 @@ extension Document {
                                         underlyingError: error)
                 }
             }
+            if migrator.isSupplementary {
+                // > The document keeps its model; only the record of applied migrations grows.
+                if !applied.isEmpty { metadata.model.migrations = state.applied }
+                return (applied, !applied.isEmpty)
+            }
             let finalLevel = max(level, migrator.compatibilityLevel)
             let modelChanged = metadata.model.name != migrator.modelName || metadata.model.version != migrator.modelVersion
                 || metadata.model.compatibilityLevel != finalLevel

@@ -74,11 +74,32 @@ public struct DocumentMigrator: Sendable {
     /// The highest compatibility level this app supports.
     public let compatibilityLevel: Int
     public private(set) var migrations: [Migration] = []
+    /// Whether this migrator adds its migrations to whatever model a document has (see ``supplementary()``).
+    public let isSupplementary: Bool
 
+    /// A migrator for an app's model: after it ran, the document's model is `modelName` at `modelVersion` and
+    /// `compatibilityLevel`, and a document that records migrations this migrator does not know, or a higher level,
+    /// is refused for writing (it was migrated by a newer release of the app).
     public init(modelName: String, modelVersion: String? = nil, compatibilityLevel: Int = 0) {
         self.modelName = modelName
         self.modelVersion = modelVersion
         self.compatibilityLevel = compatibilityLevel
+        self.isSupplementary = false
+    }
+
+    private init(supplementary: Void) {
+        self.modelName = ""
+        self.modelVersion = nil
+        self.compatibilityLevel = 0
+        self.isSupplementary = true
+    }
+
+    /// A migrator that adds its migrations to whatever model a document has, as a tool does
+    /// (`docconvert migrate` applies a folder of SQL files this way): the document's model name, version and
+    /// compatibility level are left as they are, and migrations recorded by others are not a reason to refuse.
+    /// It cannot hold fix-ups, which belong to a model's compatibility levels.
+    public static func supplementary() -> DocumentMigrator {
+        DocumentMigrator(supplementary: ())
     }
 
     /// Registers a data-transforming migration.
@@ -103,6 +124,7 @@ public struct DocumentMigrator: Sendable {
     public mutating func registerFixup(level: Int, _ identifier: String,
                                        _ body: @escaping @Sendable (Database) throws -> Void) {
         precondition(level >= 1, "compatibility levels start at 1")
+        precondition(!isSupplementary, "a supplementary migrator has no compatibility levels")
         append(Migration(identifier: identifier, kind: .fixup(level: level), checksum: nil, body: body))
     }
 
@@ -180,6 +202,7 @@ extension DocumentMigrator {
 
     /// Why this app must not write the document, or `nil` when it may.
     func tooNewReason(_ state: DocumentModelState) -> String? {
+        if isSupplementary { return nil }
         if state.level > compatibilityLevel {
             return "has compatibility level \(state.level); this app supports up to \(compatibilityLevel): update the app to edit it (it can be opened read-only)"
         }
@@ -209,6 +232,7 @@ extension DocumentMigrator {
             try migration.body(db)
             try db.execute(sql: "INSERT INTO \(MigrationRecord.migrationsTable)(identifier, checksum, applied_at) VALUES (?, ?, ?)",
                            arguments: [record.identifier, record.checksum, ISO8601.format(record.appliedAt)])
+            guard !isSupplementary else { return .commit }  // the document's model is not this migrator's
             var newLevel = level
             if case .fixup(let fixupLevel) = migration.kind { newLevel = max(level, fixupLevel) }
             try db.execute(sql: """

@@ -63,6 +63,37 @@ let package = Package(
             path: "Samples/notes-app",
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "SampleApps",
+            dependencies: [
+                "ManagedDocument",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            path: "Samples/SampleApps",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "taste-app",
+            dependencies: ["SampleApps", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "GRDB", package: "GRDB.swift")],
+            path: "Samples/taste-app",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "diary-app",
+            dependencies: ["SampleApps", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Samples/diary-app",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "time-app",
+            dependencies: ["SampleApps", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "GRDB", package: "GRDB.swift")],
+            path: "Samples/time-app",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "docconvert",
             dependencies: [
@@ -79,6 +110,10 @@ let package = Package(
                 "ManagedDocument",
                 "LegacySamples",
                 "notes-app",
+                "SampleApps",
+                "taste-app",
+                "diary-app",
+                "time-app",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SystemPackage", package: "swift-system"),

@@ -59,14 +59,6 @@ public struct DocumentMigrator: Sendable {
                 self.defaultSQL = defaultSQL
             }
         }
-
-        public static func column(_ name: String, _ type: String, in table: String) -> SchemaChange {
-            .column(name, type, in: table, default: nil)
-        }
-
-        public static func table(_ name: String, columns: [Column]) -> SchemaChange {
-            .table(name, primaryKey: "Z_PK", columns: columns)
-        }
     }
 
     public let modelName: String
@@ -121,10 +113,14 @@ public struct DocumentMigrator: Sendable {
 
     /// Registers a run-once fix-up for a compatibility level: it runs when the document's level is below
     /// `level` and this app supports `level`; afterwards the document is at `level`.
+    ///
+    /// - Precondition: fix-ups are registered in increasing level order, one per level (so they run in that order).
     public mutating func registerFixup(level: Int, _ identifier: String,
                                        _ body: @escaping @Sendable (Database) throws -> Void) {
         precondition(level >= 1, "compatibility levels start at 1")
         precondition(!isSupplementary, "a supplementary migrator has no compatibility levels")
+        precondition(!migrations.contains { if case .fixup(let other) = $0.kind { return other >= level } else { return false } },
+                     "fix-ups are registered in increasing level order, one per level")
         append(Migration(identifier: identifier, kind: .fixup(level: level), checksum: nil, body: body))
     }
 

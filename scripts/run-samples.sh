@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The main job on the samples: converts every legacy sample store into a bundle, then inspects and verifies them.
+# The main job on the samples: converts every legacy sample store into a bundle, inspects and verifies them, then
+# runs the three sample apps (taste-app, diary-app, time-app), which convert and migrate their own legacy stores.
 # Works on a copy in ./samples-run (the committed samples are never changed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 swift build -c release --product docconvert
+swift build -c release --product taste-app
+swift build -c release --product diary-app
+swift build -c release --product time-app
 docconvert=.build/release/docconvert
 work=samples-run
 rm -rf "$work"
@@ -17,3 +21,26 @@ echo
 "$docconvert" verify "$work"/*.mdz
 echo
 echo "The bundles are in $work/; the legacy files were moved to $work/docconvert-backup/."
+
+# The three sample apps, each on its own fresh copy of its legacy store: converted and migrated at the first
+# launch; a second launch changes data; a third finds nothing pending (run-once work ran once).
+apps="$work/apps"
+mkdir -p "$apps"
+cp Samples/stores/TasteB.sqlite Samples/stores/Diary.sqlite Samples/stores/minimalTime.sqlite* "$apps/"
+cp -R Samples/stores/.Diary_SUPPORT "$apps/"
+echo
+echo "== taste-app: additive migration, then every restaurant into \"Restaurants\" once"
+.build/release/taste-app --folder "$apps"
+.build/release/taste-app --folder "$apps" --add "Lucky Peach" --city "New York" | sed -n 1,3p
+.build/release/taste-app --folder "$apps"
+echo
+echo "== diary-app: archived arrays and date strings into templates, days, sections and questions"
+TZ=Pacific/Kiritimati .build/release/diary-app --folder "$apps" | sed -n 1,3p
+.build/release/diary-app --folder "$apps" | sed -n 1,20p
+echo
+echo "== time-app: compatibility level 1 gives every event and tag a GUID, once"
+.build/release/time-app --folder "$apps"
+.build/release/time-app --folder "$apps" --add "Reading" --minutes 45 | sed -n 1,3p
+echo
+"$docconvert" inspect "$apps/TasteB.mdz" | sed -n '/model/,/store:/p'
+

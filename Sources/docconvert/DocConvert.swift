@@ -7,7 +7,7 @@ import ManagedDocument
 struct DocConvert: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "docconvert",
-        abstract: "Convert legacy SQLite stores into managed-document bundles (.mdz); create, inspect, verify and extract them.",
+        abstract: "Convert legacy SQLite stores into managed-document bundles (.mdz); create, inspect, verify, extract and migrate them.",
         discussion: """
             A managed document is one zip file holding a SQLite store and its metadata: `mimetype` first \
             (stored, readable at byte 38), `DocumentMetadata.json`, `StoreContent/persistentStore`, and optional \
@@ -27,6 +27,7 @@ struct DocConvert: AsyncParsableCommand {
               docconvert inspect Notes.mdz --json
               docconvert verify *.mdz
               docconvert extract Notes.mdz --output Notes.sqlite
+              docconvert migrate ~/Documents --migrations migrations/ --dry-run
             """,
         version: ManagedDocumentVersion.string,
         subcommands: [Convert.self, Create.self, Inspect.self, Verify.self, Extract.self, Migrate.self]

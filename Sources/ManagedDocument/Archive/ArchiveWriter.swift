@@ -225,7 +225,7 @@ private final class Sink {
     var captured: [UInt8] = []
     var failure: (any Error)?
     private var buffer: [UInt8] = []
-    private let bufferLimit = 1 << 20
+    private let bufferLimit = 256 << 10
 
     init(descriptor: FileDescriptor, path: FilePath) {
         self.descriptor = descriptor

@@ -8,7 +8,7 @@ import Dispatch
 /// buffers bounds memory (`count × size`); ``acquire()`` waits when all of them are still being hashed. On a
 /// machine where SHA-256 is slower than inflating or copying, this takes the hash off the critical path.
 final class ChunkPipeline: @unchecked Sendable {  // `hasher` is only touched on `queue`; buffers by the ring protocol
-    static let chunkSize = 1 << 20
+    static let chunkSize = 256 << 10  // four of them: 1 MiB in flight, enough to keep both threads busy
 
     /// What the hashing closures touch; they never hold the pipeline itself, so its deinit runs on the owner's thread.
     private final class Shared: @unchecked Sendable {  // `hasher` is only touched on `queue`

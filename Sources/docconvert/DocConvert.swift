@@ -28,9 +28,10 @@ struct DocConvert: AsyncParsableCommand {
               docconvert verify *.mdz
               docconvert extract Notes.mdz --output Notes.sqlite
               docconvert migrate ~/Documents --migrations migrations/ --dry-run
+              docconvert batch /srv/home --jobs 4 --report home.json
             """,
         version: ManagedDocumentVersion.string,
-        subcommands: [Convert.self, Create.self, Inspect.self, Verify.self, Extract.self, Migrate.self]
+        subcommands: [Convert.self, Batch.self, Create.self, Inspect.self, Verify.self, Extract.self, Migrate.self]
     )
 
     /// The exit status for an error, one switch over the codes (sysexits.h).

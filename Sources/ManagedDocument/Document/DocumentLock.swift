@@ -10,8 +10,12 @@ import SystemPackage
 ///
 /// The lock file never moves (the bundle itself is replaced by every save, so it cannot carry the lock). The lock
 /// belongs to the open file description: a second writer in the same process is refused like one in another
-/// process, and the kernel releases it when the process dies, however it dies. The empty lock file stays behind;
-/// it holds no data.
+/// process, and the kernel releases it when the process dies, however it dies.
+///
+/// The holder removes the lock file when it releases the lock, so no empty files pile up beside documents. That is
+/// safe because taking the lock checks, once `flock` succeeded, that the locked file is still the one under the
+/// name: a waiter that locked a file its holder had just removed lets go and starts again with the new one. A lock
+/// file left by a process that died is simply taken by the next writer.
 final class DocumentLock: @unchecked Sendable {  // the descriptor is closed once, under `state`
     let path: FilePath
     private let descriptor: FileDescriptor
@@ -30,31 +34,73 @@ final class DocumentLock: @unchecked Sendable {  // the descriptor is closed onc
     ///   ``DocumentError/Code/cannotCreate`` when the lock file cannot be created (a read-only folder).
     init(for bundle: FilePath, timeout: Double) async throws {
         path = Self.path(for: bundle)
-        do {
-            descriptor = try FileDescriptor.open(path, .readWrite, options: [.create, .noFollow],
-                                                 permissions: [.ownerReadWrite, .groupRead, .otherRead])
-        } catch let error as Errno {
-            throw DocumentError(.cannotCreate, path: bundle,
-                                reason: "cannot create the document's lock file \(path); open it read-only instead",
-                                underlyingError: error)
-        }
         let deadline = Date().addingTimeInterval(timeout)
-        while !FileSystem.lockExclusively(descriptor, wait: false) {
-            guard Date() < deadline else {
-                try? descriptor.close()  // Squash close error: the lock was not taken.
-                throw DocumentError(.inUse, path: bundle,
-                                    reason: "is open for writing elsewhere (in this or another process); close it there, open it read-only, or wait for it")
+        while true {
+            if let descriptor = try Self.attempt(path, bundle: bundle) {
+                self.descriptor = descriptor
+                return
             }
+            guard Date() < deadline else { throw Self.inUse(bundle) }
             try await Task.sleep(nanoseconds: 20_000_000)
         }
     }
 
-    /// Releases the lock.
+    /// Takes the lock from a thread that may block, waiting up to `timeout` seconds or until `shouldStop` says so.
+    ///
+    /// - Throws: ``DocumentError/Code/inUse`` past the timeout or when told to stop; the errors of the async form.
+    init(for bundle: FilePath, timeout: Double, shouldStop: () -> Bool) throws {
+        path = Self.path(for: bundle)
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let descriptor = try Self.attempt(path, bundle: bundle) {
+                self.descriptor = descriptor
+                return
+            }
+            guard Date() < deadline, !shouldStop() else { throw Self.inUse(bundle) }
+            usleep(20_000)
+        }
+    }
+
+    /// One try: the descriptor holding the lock on the file that is under `path` now, or `nil` when it is held.
+    private static func attempt(_ path: FilePath, bundle: FilePath) throws -> FileDescriptor? {
+        while true {
+            let descriptor: FileDescriptor
+            do {
+                descriptor = try FileDescriptor.open(path, .readWrite, options: [.create, .noFollow],
+                                                     permissions: [.ownerReadWrite, .groupRead, .otherRead])
+            } catch let error as Errno {
+                throw DocumentError(.cannotCreate, path: bundle,
+                                    reason: "cannot create the document's lock file \(path); open it read-only instead",
+                                    underlyingError: error)
+            }
+            guard FileSystem.lockExclusively(descriptor, wait: false) else {
+                try? descriptor.close()  // Squash close error: the lock was not taken.
+                return nil
+            }
+            // The holder before us may have removed the file between our open and our flock: then the lock we hold
+            // is on a file nobody else will ever look at. Only the file still under the name counts.
+            var opened = stat()
+            var named = stat()
+            let isCurrent = fstat(descriptor.rawValue, &opened) == 0
+                && path.withPlatformString({ lstat($0, &named) }) == 0
+                && opened.st_dev == named.st_dev && opened.st_ino == named.st_ino
+            if isCurrent { return descriptor }
+            try? descriptor.close()  // Squash close error: a stale file, try the current one.
+        }
+    }
+
+    private static func inUse(_ bundle: FilePath) -> DocumentError {
+        DocumentError(.inUse, path: bundle,
+                      reason: "is open for writing elsewhere (in this or another process); close it there, open it read-only, or wait for it")
+    }
+
+    /// Releases the lock and removes its file (while still holding it, so no one can be relying on that file).
     func release() {
         state.lock()
         defer { state.unlock() }
         guard !isReleased else { return }
         isReleased = true
+        _ = path.withPlatformString { unlink($0) }  // A file that cannot be removed stays, harmless and reusable.
         try? descriptor.close()  // Squash close error: closing releases the flock either way.
     }
 

@@ -58,6 +58,8 @@ public struct ConversionReport: Sendable, Codable, Equatable {
     public var warnings: [String]
     /// Seconds.
     public var duration: Double
+    /// SHA-256 of the source's main store file, as converted (from the provenance).
+    public var sourceSHA256: String? = nil
 }
 
 /// Converts legacy SQLite stores and UIManagedDocument packages into bundles, losing nothing.
@@ -211,7 +213,7 @@ public struct LegacyConverter: Sendable {
             bundleBytes: (try FileSystem.status(target))?.size ?? 0, storeSHA256: written.store.sha256,
             rowCounts: recovered.rowCounts, legacyPolicy: options.legacyPolicy,
             backupLocation: disposal.location?.string, disposedFiles: disposal.files, warnings: warnings,
-            duration: Date().timeIntervalSince(started))
+            duration: Date().timeIntervalSince(started), sourceSHA256: metadata.provenance!.mainFileSHA256)
     }
 
     private var writingOptions: WritingOptions {
@@ -328,7 +330,15 @@ public struct LegacyConverter: Sendable {
             sourceBytes: provenance.size, bundleBytes: Int64(reader.fileSize),
             storeSHA256: reader.metadata.store.sha256, rowCounts: [:], legacyPolicy: options.legacyPolicy,
             backupLocation: disposal.location?.string, disposedFiles: disposal.files, warnings: [],
-            duration: Date().timeIntervalSince(started))
+            duration: Date().timeIntervalSince(started), sourceSHA256: provenance.mainFileSHA256)
+    }
+}
+
+extension DocumentMetadata.Provenance {
+    /// SHA-256 of the main store file: the loose store, or a package's `StoreContent/persistentStore`.
+    public var mainFileSHA256: String? {
+        let main = kind == LegacyStore.Kind.uiManagedDocumentPackage.rawValue ? "StoreContent/persistentStore" : fileName
+        return files.first { $0.name == main }?.sha256
     }
 }
 

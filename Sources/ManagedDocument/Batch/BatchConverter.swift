@@ -1,0 +1,465 @@
+import Foundation
+import Logging
+import SystemPackage
+
+/// How ``BatchConverter`` works through a tree.
+public struct BatchOptions: Sendable {
+    /// Conversions running at once. Default: the number of cores.
+    public var jobs = ProcessInfo.processInfo.activeProcessorCount
+    /// Find and classify, change nothing; store items are reported ``BatchItem/Outcome/wouldConvert``.
+    public var dryRun = false
+    /// How each store is converted (legacy policy, backup folder, compression, busy timeout, media type).
+    /// ``ConversionOptions/busyTimeout`` also bounds the wait for an item that another process holds.
+    public var conversion = ConversionOptions()
+    /// This worker's share of the tree. Default: all of it.
+    public var shard = BatchShard.all
+    /// SQL migrations applied to every bundle this run converts or finds converted, each once.
+    public var migrations: SQLMigrationFolder?
+    /// Candidates waiting for a job, at most. Default: four per job.
+    public var queueCapacity: Int?
+
+    public init() {}
+}
+
+/// One item of a batch: a legacy store or package, a bundle converted earlier, or a file that is not a store.
+public struct BatchItem: Sendable, Codable, Equatable {
+    /// What happened to it.
+    public enum Outcome: String, Sendable, Codable, CaseIterable {
+        /// Converted into a bundle by this run.
+        case converted
+        /// Its bundle was already there, made from it by an earlier run (whose unfinished disposal was completed).
+        case alreadyDone = "skipped-already-done"
+        /// Not a legacy store (the reason says what it is); never touched.
+        case notAStore = "not-a-store"
+        /// In use by another process past the timeout; nothing was changed. Run again later.
+        case busy
+        /// The conversion or a migration failed; the error says why and the legacy files are as they were.
+        case failed
+        /// A dry run would convert it.
+        case wouldConvert = "would-convert"
+    }
+
+    /// The source, relative to the root (`/`-separated).
+    public var source: String
+    /// `coredata-sqlite`, `sqlite`, `uimanageddocument-package`; `sqlite-store` when not classified (dry run,
+    /// failure); `file`, `folder`, `symlink`, `bundle` for things that are not stores.
+    public var kind: String
+    public var outcome: Outcome
+    /// The bundle, relative to the root, for stores.
+    public var bundle: String?
+    /// Bytes of the source files (store and sidecars).
+    public var bytesIn: Int64 = 0
+    /// Bytes of the bundle.
+    public var bytesOut: Int64 = 0
+    /// Seconds spent on the item.
+    public var duration: Double = 0
+    /// SHA-256 of the bundle's store entry.
+    public var storeSHA256: String?
+    /// SHA-256 of the source's main store file, as converted.
+    public var sourceSHA256: String?
+    /// Rows in the store, all tables, for items converted by this run.
+    public var rows: Int?
+    /// Where the legacy files went: `kept`, `deleted`, or the backup folder (relative to the root when inside it).
+    public var legacyFiles: String?
+    /// Migrations applied by this run.
+    public var migrationsApplied: [String]?
+    /// Why a file is not a store.
+    public var reason: String?
+    /// What went wrong, for `busy` and `failed`.
+    public var error: Failure?
+
+    public struct Failure: Sendable, Codable, Equatable {
+        /// The ``DocumentError/Code`` name.
+        public var code: String
+        public var message: String
+    }
+}
+
+/// Counts and totals of a batch run.
+public struct BatchSummary: Sendable, Codable, Equatable {
+    /// Items per outcome (every outcome present, zero included).
+    public var outcomes: [String: Int] = Dictionary(uniqueKeysWithValues: BatchItem.Outcome.allCases.map { ($0.rawValue, 0) })
+    public var items = 0
+    public var bytesIn: Int64 = 0
+    public var bytesOut: Int64 = 0
+    /// Seconds, whole run.
+    public var duration: Double = 0
+    /// Stopped early (SIGINT/SIGTERM): items not started are not in the report; run again to finish.
+    public var interrupted = false
+
+    public func count(_ outcome: BatchItem.Outcome) -> Int { outcomes[outcome.rawValue] ?? 0 }
+
+    /// Whether anything failed or was busy.
+    public var hasProblems: Bool { count(.failed) + count(.busy) > 0 }
+
+    mutating func add(_ item: BatchItem) {
+        outcomes[item.outcome.rawValue, default: 0] += 1
+        items += 1
+        bytesIn += item.bytesIn
+        bytesOut += item.bytesOut
+    }
+}
+
+/// A snapshot of a running batch, for progress displays.
+public struct BatchProgress: Sendable {
+    /// Items found by the walk so far (this shard's), and their source bytes.
+    public var found = 0
+    public var foundBytes: Int64 = 0
+    /// Items finished, and their source bytes.
+    public var done = 0
+    public var doneBytes: Int64 = 0
+    /// Whether the walk has finished (``found`` is then the total).
+    public var walkFinished = false
+    public var startedAt = Date()
+}
+
+/// Converts every legacy store and UIManagedDocument package under a folder into a bundle beside it.
+///
+/// A walk (streaming, symbolic links never followed) feeds a bounded queue that ``BatchOptions/jobs`` threads
+/// drain, so conversion starts before the walk ends and memory does not grow with the tree. Each store is
+/// converted under its document's lock (`.NAME.mdz.lock`, the lock ``Document`` writers take), so two workers,
+/// or a worker and an app, never convert the same item at once: the second waits up to the busy timeout, then finds
+/// the bundle done. Nothing stops the run but ``cancel()``: failures are reported per item.
+///
+/// ```swift
+/// var options = BatchOptions()
+/// options.conversion.legacyPolicy = .keep
+/// let batch = BatchConverter(root: "/srv/home", options: options)
+/// let summary = batch.run { item in print(item.outcome, item.source) }
+/// ```
+public final class BatchConverter: @unchecked Sendable {  // mutable state is guarded by `state`
+    public let root: FilePath
+    public let options: BatchOptions
+    private let logger: Logger
+    private let state = NSCondition()
+    private var progressValue = BatchProgress()
+    private var cancelled = false
+
+    public init(root: FilePath, options: BatchOptions = BatchOptions(),
+                logger: Logger = Logger(label: "ManagedDocument.batch", factory: { _ in SwiftLogNoOpLogHandler() })) {
+        self.root = root.lexicallyNormalized()
+        self.options = options
+        self.logger = logger
+    }
+
+    /// Where the run is now.
+    public var progress: BatchProgress {
+        state.lock()
+        defer { state.unlock() }
+        return progressValue
+    }
+
+    /// Stops the run: no new item starts, items in progress finish (each is crash-safe anyway), ``run(_:)``
+    /// returns with ``BatchSummary/interrupted`` set. Safe to call from any thread, e.g. a signal handler's queue.
+    public func cancel() {
+        state.lock()
+        cancelled = true
+        state.broadcast()
+        state.unlock()
+    }
+
+    public var isCancelled: Bool {
+        state.lock()
+        defer { state.unlock() }
+        return cancelled
+    }
+
+    /// Runs the batch, calling `report` once per item as it finishes (one call at a time, on worker threads).
+    ///
+    /// - Throws: ``DocumentError/Code/notFound`` when the root does not exist.
+    public func run(_ report: @escaping @Sendable (BatchItem) -> Void) throws -> BatchSummary {
+        guard try FileSystem.exists(root) else {
+            throw DocumentError(.notFound, path: root, reason: "no such file or folder")
+        }
+        let startedAt = Date()
+        state.lock()
+        progressValue = BatchProgress(startedAt: startedAt)
+        state.unlock()
+
+        let capacity = max(1, options.queueCapacity ?? options.jobs * 4)
+        let queue = BoundedQueue<BatchCandidate>(capacity: capacity)
+        let tally = Tally()
+        let finish: @Sendable (BatchItem) -> Void = { [self] item in
+            tally.lock.lock()
+            defer { tally.lock.unlock() }
+            state.lock()
+            progressValue.done += 1
+            progressValue.doneBytes += item.bytesIn
+            state.unlock()
+            tally.summary.add(item)
+            report(item)
+        }
+
+        let workers = DispatchGroup()
+        for number in 0..<max(1, options.jobs) {
+            workers.enter()
+            let thread = Thread { [self] in
+                while !isCancelled, let candidate = queue.pop() {
+                    if let item = process(candidate, startedAt: startedAt) { finish(item) }
+                }
+                workers.leave()
+            }
+            thread.name = "docconvert-batch-\(number)"
+            thread.stackSize = 1 << 20
+            thread.start()
+        }
+
+        let walker = BatchWalker(root: root, backupDirectory: options.conversion.backupDirectory?.lexicallyNormalized(),
+                                 startedAt: startedAt)
+        walker.walk { [self] candidate in
+            guard !isCancelled else { return false }
+            guard options.shard.owns(candidate.relativePath) else { return true }
+            state.lock()
+            progressValue.found += 1
+            progressValue.foundBytes += Self.sourceBytes(candidate)
+            state.unlock()
+            return queue.push(candidate, unlessCancelled: { self.isCancelled })
+        }
+        state.lock()
+        progressValue.walkFinished = true
+        state.unlock()
+        queue.close(discardingPending: isCancelled)
+        workers.wait()
+        // After a cancel, candidates still queued were never started: they are not part of this run's report.
+        queue.close(discardingPending: true)
+
+        tally.lock.lock()
+        defer { tally.lock.unlock() }
+        var summary = tally.summary
+        summary.duration = Date().timeIntervalSince(startedAt)
+        summary.interrupted = isCancelled
+        return summary
+    }
+
+    // MARK: One item
+
+    private func process(_ candidate: BatchCandidate, startedAt: Date) -> BatchItem? {
+        let started = Date()
+        var item: BatchItem?
+        switch candidate {
+        case .notAStore(let path, let relative, let reason):
+            item = BatchItem(source: relative, kind: Self.kindOfThing(path), outcome: .notAStore, reason: reason)
+        case .unreadable(_, let relative, let error):
+            item = BatchItem(source: relative, kind: "file", outcome: .failed,
+                             error: .init(code: error.code.description, message: error.description))
+        case .converted(let bundle, let relative, let metadata, let bytes):
+            var done = BatchItem(source: relative, kind: metadata.provenance?.kind ?? "sqlite-store",
+                                 outcome: .alreadyDone, bundle: self.relative(bundle))
+            done.bytesIn = metadata.provenance?.size ?? 0
+            done.bytesOut = bytes
+            done.storeSHA256 = metadata.store.sha256
+            done.sourceSHA256 = metadata.provenance?.mainFileSHA256
+            if options.migrations != nil, !options.dryRun { migrate(bundle, into: &done) }
+            item = done
+        case .store(let store, let relative):
+            item = convert(store, relative: relative)
+        }
+        item?.duration = Date().timeIntervalSince(started)
+        return item
+    }
+
+    private func convert(_ store: LegacyStore, relative: String) -> BatchItem? {
+        let target = store.defaultBundlePath
+        var item = BatchItem(source: relative, kind: store.isPackage ? LegacyStore.Kind.uiManagedDocumentPackage.rawValue : "sqlite-store",
+                             outcome: .failed, bundle: self.relative(target))
+        item.bytesIn = Self.sourceBytes(store)
+        if options.dryRun {
+            let earlier = try? BundleReader(at: target).metadata.provenance
+            item.outcome = earlier?.fileName == store.source.lastComponent?.string ? .alreadyDone : .wouldConvert
+            return item
+        }
+        let lock: DocumentLock
+        do {
+            lock = try DocumentLock(for: target, timeout: options.conversion.busyTimeout, shouldStop: { self.isCancelled })
+        } catch let error as DocumentError {
+            if error.code == .inUse {
+                if isCancelled { return nil }  // abandoned before it started: not part of this run
+                item.outcome = .busy
+                item.error = .init(code: error.code.description,
+                                   message: "\(target): another process (an app or another docconvert worker) has it open or is converting it; run again later")
+            } else {
+                item.error = .init(code: error.code.description, message: error.description)
+            }
+            return item
+        } catch {
+            item.error = .init(code: "ioFailure", message: "\(target): \(error)")
+            return item
+        }
+        do {
+            defer { lock.release() }
+            // Detected again under the lock: another worker may have converted and moved it meanwhile.
+            let report = try LegacyConverter(options: options.conversion, logger: logger)
+                .convert(storeAt: store.source, to: target)
+            item.outcome = report.outcome == .converted ? .converted : .alreadyDone
+            item.kind = report.kind.rawValue
+            item.bytesIn = report.sourceBytes
+            item.bytesOut = report.bundleBytes
+            item.storeSHA256 = report.storeSHA256
+            item.sourceSHA256 = report.sourceSHA256
+            if report.outcome == .converted { item.rows = report.rowCounts.values.reduce(0, +) }
+            switch report.legacyPolicy {
+            case .keep: item.legacyFiles = "kept"
+            case .delete: item.legacyFiles = report.disposedFiles.isEmpty ? nil : "deleted"
+            case .backup: item.legacyFiles = report.backupLocation.map { relativeIfInside(FilePath($0)) }
+            }
+        } catch let error as DocumentError {
+            item.outcome = error.code == .storeBusy ? .busy : .failed
+            item.error = .init(code: error.code.description, message: error.description)
+            return item
+        } catch {
+            item.error = .init(code: "ioFailure", message: "\(store.source): \(error)")
+            return item
+        }
+        if options.migrations != nil { migrate(target, into: &item) }
+        return item
+    }
+
+    /// Applies the pending SQL migrations to a bundle, each once; a problem makes the item `failed` (the bundle
+    /// stays as it was before the migrations: they run on a working copy).
+    private func migrate(_ bundle: FilePath, into item: inout BatchItem) {
+        guard let folder = options.migrations else { return }
+        do {
+            let metadata = try Document.metadata(at: bundle)
+            let validation = folder.validate(applied: metadata.model.migrations)
+            guard validation.isValid else {
+                item.outcome = .failed
+                item.error = .init(code: DocumentError.Code.migrationChanged.description,
+                                   message: "\(bundle): \(validation.problems.joined(separator: "; ")); no migration was applied to it")
+                return
+            }
+            guard !validation.pending.isEmpty else {
+                item.migrationsApplied = []
+                return
+            }
+            var openOptions = Document.OpenOptions()
+            openOptions.createIfMissing = false
+            openOptions.lockTimeout = options.conversion.busyTimeout
+            openOptions.migrations = folder.migrator(for: validation.pending)
+            let open = openOptions
+            let applied = try Self.blocking {
+                let document = try await Document.open(at: bundle, options: open)
+                let applied = document.appliedMigrations
+                try await document.close(savingChanges: false)  // open saved once every migration succeeded
+                return applied
+            }
+            item.migrationsApplied = applied
+        } catch let error as DocumentError {
+            item.outcome = error.code == .inUse ? .busy : .failed
+            item.error = .init(code: error.code.description, message: error.description)
+        } catch {
+            item.outcome = .failed
+            item.error = .init(code: "migrationFailed", message: "\(bundle): \(error)")
+        }
+    }
+
+    /// Runs async work from a worker thread (never from the concurrency pool) and waits for it.
+    private static func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+        let box = ResultBox<T>()
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            do { box.result = .success(try await body()) } catch { box.result = .failure(error) }
+            done.signal()
+        }
+        done.wait()
+        return try box.result!.get()
+    }
+
+    // MARK: Helpers
+
+    private func relative(_ path: FilePath) -> String {
+        let absolute = path.lexicallyNormalized()
+        var relative = absolute
+        guard relative.removePrefix(root) else { return absolute.string }
+        return relative.string
+    }
+
+    private func relativeIfInside(_ path: FilePath) -> String {
+        let text = relative(path)
+        return text.isEmpty ? "." : text
+    }
+
+    private static func sourceBytes(_ candidate: BatchCandidate) -> Int64 {
+        switch candidate {
+        case .store(let store, _): return sourceBytes(store)
+        case .converted(_, _, let metadata, _): return metadata.provenance?.size ?? 0
+        case .notAStore, .unreadable: return 0
+        }
+    }
+
+    private static func sourceBytes(_ store: LegacyStore) -> Int64 {
+        ([store.store] + store.sidecars).reduce(0) { $0 + ((try? FileSystem.status($1))??.size ?? 0) }
+    }
+
+    private static func kindOfThing(_ path: FilePath) -> String {
+        switch (try? FileSystem.status(path))??.kind {
+        case .directory: return "folder"
+        case .symlink: return "symlink"
+        case .regular:
+            return (try? LegacyDetector.detect(at: path)) == .bundle ? "bundle" : "file"
+        default: return "file"
+        }
+    }
+}
+
+private final class Tally: @unchecked Sendable {  // guarded by `lock`
+    let lock = NSLock()
+    var summary = BatchSummary()
+}
+
+private final class ResultBox<T>: @unchecked Sendable {  // written before the semaphore signals, read after
+    var result: Result<T, any Error>?
+}
+
+/// A first-in first-out queue of at most `capacity` elements: `push` waits while it is full, `pop` while it is empty.
+final class BoundedQueue<Element>: @unchecked Sendable {  // guarded by `condition`
+    private let condition = NSCondition()
+    private var elements: [Element] = []
+    private var head = 0
+    private var isClosed = false
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    /// Adds an element, waiting for room. Returns `false` (dropping it) when the queue is closed or `unlessCancelled`
+    /// says so while waiting.
+    func push(_ element: Element, unlessCancelled: () -> Bool) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while elements.count - head >= capacity && !isClosed {
+            if unlessCancelled() { return false }
+            _ = condition.wait(until: Date().addingTimeInterval(0.1))
+        }
+        guard !isClosed else { return false }
+        if head > 0 && head * 2 >= elements.count {
+            elements.removeFirst(head)
+            head = 0
+        }
+        elements.append(element)
+        condition.broadcast()
+        return true
+    }
+
+    /// The next element, waiting for one; `nil` once the queue is closed and empty.
+    func pop() -> Element? {
+        condition.lock()
+        defer { condition.unlock() }
+        while head == elements.count && !isClosed { condition.wait() }
+        guard head < elements.count else { return nil }
+        let element = elements[head]
+        head += 1
+        condition.broadcast()
+        return element
+    }
+
+    /// No more pushes; pending elements are still popped unless `discardingPending`.
+    func close(discardingPending: Bool) {
+        condition.lock()
+        isClosed = true
+        if discardingPending {
+            elements.removeAll()
+            head = 0
+        }
+        condition.broadcast()
+        condition.unlock()
+    }
+}

@@ -1,0 +1,180 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import SystemPackage
+
+/// Something the walk found under the batch root.
+enum BatchCandidate: Sendable {
+    /// A legacy store or package to convert.
+    case store(LegacyStore, relativePath: String)
+    /// A bundle converted from a source that is no longer beside it, by an earlier run.
+    case converted(bundle: FilePath, relativePath: String, metadata: DocumentMetadata, bytes: Int64)
+    /// Anything else, with the reason in words.
+    case notAStore(FilePath, relativePath: String, reason: String)
+    /// A folder or file that could not be read.
+    case unreadable(FilePath, relativePath: String, error: DocumentError)
+
+    var relativePath: String {
+        switch self {
+        case .store(_, let path), .converted(_, let path, _, _), .notAStore(_, let path, _), .unreadable(_, let path, _):
+            return path
+        }
+    }
+}
+
+/// Walks a tree depth-first, streaming: it holds one open directory stream per level and never a whole listing,
+/// so memory does not grow with the number of entries. Symbolic links are reported, never followed.
+///
+/// What it does not report, because each is part of something else or belongs to the converter:
+/// sidecars whose store exists (`NAME-wal`, `NAME-shm`, `NAME-journal`), Core Data support folders
+/// (`.STEM_SUPPORT`), the converter's own temporaries (`.NAME.*.partial`, `.NAME.*.partial.d`), document locks
+/// (`.NAME.mdz.lock`), backup folders (`docconvert-backup`, and the configured one), the inside of packages, and
+/// bundles whose source is still beside them or that were written after `startedAt` (this run, or a worker running
+/// beside it, reports those with their source).
+struct BatchWalker {
+    var root: FilePath
+    var backupDirectory: FilePath?
+    var startedAt: Date
+    var bundleExtension = BundleLayout.defaultExtension
+
+    /// Calls `visit` for every candidate, in directory order, until it returns `false`.
+    func walk(_ visit: (BatchCandidate) -> Bool) {
+        guard let status = try? FileSystem.status(root), status.kind == .directory else {
+            _ = visit(classify(root, relative: root.lastComponent?.string ?? root.string))
+            return
+        }
+        var stack: [(stream: OpaquePointer, path: FilePath, relative: String)] = []
+        defer { for level in stack { closedir(level.stream) } }
+        func push(_ folder: FilePath, _ relative: String) -> Bool {
+            guard let stream = folder.withPlatformString({ opendir($0) }) else {
+                let error = DocumentError.io("cannot list the folder", path: folder, errno: Errno(rawValue: errno))
+                return visit(.unreadable(folder, relativePath: relative, error: error))
+            }
+            stack.append((stream, folder, relative))
+            return true
+        }
+        guard push(root, "") else { return }
+        while let level = stack.last {
+            errno = 0
+            guard let entry = readdir(level.stream) else {
+                if errno != 0 {
+                    let error = DocumentError.io("cannot list the folder", path: level.path, errno: Errno(rawValue: errno))
+                    if !visit(.unreadable(level.path, relativePath: level.relative, error: error)) { return }
+                }
+                closedir(level.stream)
+                stack.removeLast()
+                continue
+            }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name == "." || name == ".." || isOwnFile(name) { continue }
+            let path = level.path.appending(name)
+            let relative = level.relative.isEmpty ? name : level.relative + "/" + name
+            guard let status = try? FileSystem.status(path) else { continue }  // vanished since readdir
+            if status.kind == .directory {
+                if name == "docconvert-backup" || path == backupDirectory || isSupportFolder(name) { continue }
+                if FileSystem.isRegularFile(path.appending("StoreContent/persistentStore")) {
+                    if !visit(classify(path, relative: relative)) { return }  // a package: never entered
+                    continue
+                }
+                if !push(path, relative) { return }
+                continue
+            }
+            guard let candidate = classifyFile(path, relative: relative) else { continue }
+            if !visit(candidate) { return }
+        }
+    }
+
+    /// Names the converter and the document lock create beside a target.
+    private func isOwnFile(_ name: String) -> Bool {
+        guard name.hasPrefix(".") else { return false }
+        return name.hasSuffix(AtomicFile.temporarySuffix) || name.hasSuffix(ScratchDirectory.suffix)
+            || name.hasSuffix(".\(bundleExtension).lock")
+    }
+
+    private func isSupportFolder(_ name: String) -> Bool {
+        name.hasPrefix(".") && name.hasSuffix("_SUPPORT") && name.count > "._SUPPORT".count
+    }
+
+    private func classify(_ path: FilePath, relative: String) -> BatchCandidate {
+        do {
+            switch try LegacyDetector.detect(at: path) {
+            case .legacyStore(let store): return .store(store, relativePath: relative)
+            case .notAStore(let reason): return .notAStore(path, relativePath: relative, reason: reason)
+            case .bundle, .sidecar:
+                return classifyFile(path, relative: relative)
+                    ?? .notAStore(path, relativePath: relative, reason: "part of another item")
+            }
+        } catch let error as DocumentError {
+            return .unreadable(path, relativePath: relative, error: error)
+        } catch {
+            return .unreadable(path, relativePath: relative,
+                               error: DocumentError(.ioFailure, path: path, reason: "\(error)"))
+        }
+    }
+
+    /// A file's candidate, or `nil` when the file belongs to an item reported elsewhere.
+    private func classifyFile(_ path: FilePath, relative: String) -> BatchCandidate? {
+        let detection: LegacyDetection
+        do {
+            detection = try LegacyDetector.detect(at: path)
+        } catch let error as DocumentError {
+            if error.code == .notFound { return nil }  // vanished since readdir (moved by a worker)
+            return .unreadable(path, relativePath: relative, error: error)
+        } catch {
+            return .unreadable(path, relativePath: relative, error: DocumentError(.ioFailure, path: path, reason: "\(error)"))
+        }
+        switch detection {
+        case .legacyStore(let store):
+            return .store(store, relativePath: relative)
+        case .sidecar(let store):
+            if store != nil || belongsToConvertedStore(path) { return nil }
+            return .notAStore(path, relativePath: relative, reason: "a SQLite sidecar file whose store is missing")
+        case .notAStore(let reason):
+            return .notAStore(path, relativePath: relative, reason: reason)
+        case .bundle:
+            return classifyBundle(path, relative: relative)
+        }
+    }
+
+    /// A sidecar left while its store is being (or was) disposed of after conversion: its bundle is there.
+    private func belongsToConvertedStore(_ sidecar: FilePath) -> Bool {
+        guard let name = sidecar.lastComponent?.string,
+              let suffix = LegacyDetector.sidecarSuffixes.first(where: { name.hasSuffix($0) }) else { return false }
+        let store = FilePath(String(sidecar.string.dropLast(suffix.count)))
+        let bundle = LegacyStore(source: store, store: store, isPackage: false, sidecars: [], packageFiles: [])
+            .defaultBundlePath
+        return FileSystem.isRegularFile(bundle)
+    }
+
+    private func classifyBundle(_ path: FilePath, relative: String) -> BatchCandidate? {
+        let reader: BundleReader
+        do {
+            reader = try BundleReader(at: path)
+        } catch let error as DocumentError {
+            return .notAStore(path, relativePath: relative, reason: "a damaged bundle (\(error.reason))")
+        } catch {
+            return .notAStore(path, relativePath: relative, reason: "a damaged bundle (\(error))")
+        }
+        guard let provenance = reader.metadata.provenance else {
+            return .notAStore(path, relativePath: relative, reason: "a document bundle, not converted from a legacy store")
+        }
+        let parent = path.removingLastComponent()
+        let source = parent.appending(provenance.fileName)
+        // Its source is still there: the source's own item reports the pair. Written since this run started (by
+        // this run, or by another worker meanwhile): reported by whoever converted it. The file's own time is used
+        // because it has the file system's precision; `convertedAt` has whole seconds.
+        let writtenAt = (try? FileSystem.status(path))??.modificationTime ?? .infinity
+        if (try? FileSystem.exists(source)) != false || writtenAt >= startedAt.timeIntervalSince1970 {
+            return nil
+        }
+        let parentRelative = relative.split(separator: "/").dropLast().joined(separator: "/")
+        let sourceRelative = parentRelative.isEmpty ? provenance.fileName : parentRelative + "/" + provenance.fileName
+        return .converted(bundle: path, relativePath: sourceRelative, metadata: reader.metadata,
+                          bytes: Int64(reader.fileSize))
+    }
+}

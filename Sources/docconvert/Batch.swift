@@ -1,0 +1,433 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import ManagedDocument
+import SystemPackage
+
+struct Batch: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Convert every legacy store under a folder into bundles, in parallel, resumably.",
+        discussion: """
+            Walks ROOT (symbolic links are never followed), finds every legacy SQLite store and UIManagedDocument \
+            package by content, whatever its name, and converts each into a bundle beside it, exactly as \
+            `docconvert convert` does: consolidated through SQLite, verified, written aside and renamed, and only \
+            then are the legacy files kept, backed up (the default) or deleted. Conversion starts while the walk is \
+            still going; memory does not grow with the tree.
+
+            Every item is reported once: converted, skipped-already-done, not-a-store, busy or failed. One failure \
+            never stops the run. Run the same command again to resume: finished items are recognised by their \
+            bundle and skipped, failed and busy ones are tried again. Ctrl-C (or SIGTERM) lets the items in \
+            progress finish, starts no new one and prints the summary; a second Ctrl-C abandons them (the next run \
+            cleans up what they left).
+
+            Fleets: --shard K/N gives this worker the items whose path relative to ROOT hashes to K modulo N, so \
+            N workers over a shared volume each take a disjoint share. Without --shard, a Kubernetes Indexed Job's \
+            JOB_COMPLETION_INDEX (with --shard-count or DOCCONVERT_SHARD_COUNT) or a Slurm array's \
+            SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT are used. Each item is converted under its document's \
+            lock, so overlapping workers never convert the same item twice. Merge the shards' --report files \
+            with jq (see the README).
+
+            Progress (items, bytes, rate, ETA) goes to stderr: a live line on a terminal, a plain line every \
+            --progress-interval seconds elsewhere, none with --quiet. Results go to stdout (--json: one JSON \
+            document, items streamed as they finish) and to --report FILE (the same JSON, written aside and renamed \
+            into place at the end).
+
+            Exit status: 0 every store is converted or was already; 65 at least one item failed; 75 none failed \
+            but at least one was busy (run again later); 130 or 143 interrupted by SIGINT or SIGTERM (run again \
+            to finish); 64 usage error; 66 ROOT does not exist; 73 the report cannot be written.
+
+            Examples:
+              docconvert batch ~/Library --dry-run
+              docconvert batch /srv/home --jobs 4 --report home.json
+              docconvert batch /mnt/shared --shard 3/16 --legacy keep --report shard-3.json
+              docconvert batch /mnt/shared --migrations migrations/ --json > report.json
+            """
+    )
+
+    @Argument(help: "The folder to convert (or one store).")
+    var root: String
+
+    @Option(name: [.short, .long], help: "Conversions at once (default: the number of cores).")
+    var jobs: Int = ProcessInfo.processInfo.activeProcessorCount
+
+    @Flag(name: .long, help: "Print what would be converted, what would be skipped and why, and total bytes; change nothing.")
+    var dryRun = false
+
+    @Option(name: .long, help: "Also write the JSON report to FILE (written aside, renamed into place at the end).")
+    var report: String?
+
+    @Option(name: .long, help: "What to do with the legacy files once their bundle is safe: keep, backup or delete.")
+    var legacy: LegacyPolicy = .backup
+
+    @Option(name: .long, help: "Where backups go (default: docconvert-backup/ beside each source; same volume).")
+    var backupDir: String?
+
+    @Option(name: .long, help: "Seconds to wait for a store another process is writing, or an item another worker holds.")
+    var busyTimeout: Double = 5
+
+    @OptionGroup var compression: CompressionOptions
+
+    @Option(name: .long, help: "A folder of V<version>__<description>.sql migrations to apply to every converted bundle.")
+    var migrations: String?
+
+    @Option(name: .long, help: "This worker's share: K/N (0-based). Default: from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID, else all.")
+    var shard: String?
+
+    @Option(name: .long, help: "The number of shards, with JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID (default: DOCCONVERT_SHARD_COUNT, SLURM_ARRAY_TASK_COUNT).")
+    var shardCount: Int?
+
+    @Flag(name: .shortAndLong, help: "No progress on stderr.")
+    var quiet = false
+
+    @Flag(name: .shortAndLong, help: "Also print items that are not stores (always in --json and --report).")
+    var verbose = false
+
+    @Option(name: .long, help: "Seconds between progress lines when stderr is not a terminal.")
+    var progressInterval: Double = 10
+
+    @OptionGroup var outputOptions: OutputOptions
+
+    func validate() throws {
+        guard jobs >= 1 else { throw ValidationError("--jobs must be at least 1") }
+        guard busyTimeout >= 0 else { throw ValidationError("--busy-timeout must not be negative") }
+        guard progressInterval > 0 else { throw ValidationError("--progress-interval must be positive") }
+        if let shard { _ = try parse { try BatchShard(parsing: shard) } }
+        if let shardCount, shardCount < 1 { throw ValidationError("--shard-count must be at least 1") }
+    }
+
+    private func parse<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch let problem as BatchShard.Problem { throw ValidationError(problem.description) }
+    }
+
+    func run() throws {
+        var options = BatchOptions()
+        options.jobs = jobs
+        options.dryRun = dryRun
+        options.conversion.legacyPolicy = legacy
+        options.conversion.backupDirectory = backupDir.map { FilePath($0) }
+        options.conversion.busyTimeout = busyTimeout
+        options.conversion.writing = WritingOptions(compression: compression.writingCompression)
+        options.shard = try parse {
+            if let shard { return try BatchShard(parsing: shard) }
+            return try BatchShard.fromEnvironment(ProcessInfo.processInfo.environment, count: shardCount) ?? .all
+        }
+        if let migrations {
+            options.migrations = try reportingErrors { try SQLMigrationFolder(directory: FilePath(migrations)) }
+        }
+        let rootPath = FilePath(root)
+        guard FileManager.default.fileExists(atPath: root) else {
+            FileHandle.standardError.write(Data("error: \(root): no such file or folder\n".utf8))
+            throw ExitCode(66)
+        }
+
+        let absoluteRoot = FilePath(FileManager.default.currentDirectoryPath).pushing(rootPath).lexicallyNormalized()
+        let header = BatchReportHeader(
+            root: absoluteRoot.string, shard: options.shard, dryRun: dryRun, startedAt: Date(),
+            legacy: legacy.rawValue, compression: compression.compression.rawValue, jobs: jobs,
+            generator: "docconvert \(ManagedDocumentVersion.string)")
+        let reportFile = try ReportFileError.reporting { try report.map { try ReportFile(path: FilePath($0)) } }
+        var streams: [JSONReportStream] = []
+        if outputOptions.json { streams.append(JSONReportStream(handle: .standardOutput)) }
+        if let reportFile { streams.append(JSONReportStream(handle: reportFile.handle)) }
+        for stream in streams { stream.begin(header) }
+
+        let batch = BatchConverter(root: rootPath, options: options)
+        let console = BatchConsole(batch: batch, quiet: quiet, interval: progressInterval,
+                                   printsItems: !outputOptions.json, verbose: verbose)
+        let signals = SignalTrap { signal, isSecond in
+            if isSecond {
+                console.message("abandoning the items in progress; run the same command again to clean up and finish")
+                Foundation.exit(128 + signal)
+            }
+            console.message("stopping: items in progress finish, no new one starts (Ctrl-C again to abandon them)")
+            batch.cancel()
+        }
+        if options.shard.count > 1 { console.message("shard \(options.shard) (from \(options.shard.origin))") }
+        console.start()
+        let sink = LockedStreams(streams: streams, console: console)
+        let summary = try reportingErrors { try batch.run { item in sink.item(item) } }
+        console.stop()
+        for stream in streams { stream.end(summary) }
+        if let reportFile { try ReportFileError.reporting { try reportFile.commit() } }
+        if !outputOptions.json { console.printSummary(summary, dryRun: dryRun) }
+        if summary.interrupted { throw ExitCode(128 + (signals.received ?? SIGINT)) }
+        if summary.count(.failed) > 0 { throw ExitCode(65) }
+        if summary.count(.busy) > 0 { throw ExitCode(75) }
+    }
+}
+
+// MARK: - Report
+
+/// The report's fields before `items` (docs/CLI.md, "batch").
+struct BatchReportHeader: Encodable {
+    var root: String
+    var shard: BatchShard
+    var dryRun: Bool
+    var startedAt: Date
+    var legacy: String
+    var compression: String
+    var jobs: Int
+    var generator: String
+}
+
+/// Writes the report as one JSON document while the run goes: the header's fields, then `items` one per line as
+/// they finish, then `summary` and `finishedAt`.
+final class JSONReportStream {
+    private let handle: FileHandle
+    private var count = 0
+    private let encoder: JSONEncoder
+
+    init(handle: FileHandle) {
+        self.handle = handle
+        encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+    }
+
+    func begin(_ header: BatchReportHeader) {
+        guard var data = try? encoder.encode(header), data.last == UInt8(ascii: "}") else { return }
+        data.removeLast()
+        handle.write(data + Data(",\"items\":[".utf8))
+    }
+
+    func item(_ item: BatchItem) {
+        guard let data = try? encoder.encode(item) else { return }
+        handle.write(Data((count == 0 ? "\n" : ",\n").utf8) + data)
+        count += 1
+    }
+
+    func end(_ summary: BatchSummary) {
+        let summaryData = (try? encoder.encode(summary)) ?? Data("{}".utf8)
+        let finished = (try? encoder.encode(Date())) ?? Data("null".utf8)
+        handle.write(Data("\n],\"summary\":".utf8) + summaryData + Data(",\"finishedAt\":".utf8) + finished + Data("}\n".utf8))
+    }
+}
+
+/// `--report FILE`: written to `.FILE.partial` beside it, flushed and renamed into place by `commit()`.
+final class ReportFile {
+    let path: FilePath
+    let temporary: FilePath
+    let handle: FileHandle
+
+    init(path: FilePath) throws {
+        self.path = path
+        let parent = path.removingLastComponent()
+        let folder: FilePath = parent.isEmpty ? "." : parent
+        temporary = folder.appending(".\(path.lastComponent?.string ?? "report").\(getpid()).partial")
+        guard FileManager.default.createFile(atPath: temporary.string, contents: nil),
+              let handle = FileHandle(forWritingAtPath: temporary.string) else {
+            throw ReportFileError(message: "\(path): cannot write the report there; choose another --report")
+        }
+        self.handle = handle
+    }
+
+    func commit() throws {
+        do {
+            try handle.synchronize()
+            try handle.close()
+            if rename(temporary.string, path.string) != 0 { throw Errno(rawValue: errno) }
+        } catch {
+            try? FileManager.default.removeItem(atPath: temporary.string)  // Cleanup after a first error.
+            throw ReportFileError(message: "\(path): cannot write the report there (\(error))")
+        }
+    }
+
+    deinit {
+        // Not committed (an error stopped the run): no half report under a temporary name.
+        if FileManager.default.fileExists(atPath: temporary.string) {
+            try? FileManager.default.removeItem(atPath: temporary.string)  // Cleanup; nothing to report.
+        }
+    }
+}
+
+struct ReportFileError: Error {
+    var message: String
+
+    /// Runs `body`, printing a report error as one `error: …` line with exit status 73.
+    static func reporting<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as ReportFileError {
+            FileHandle.standardError.write(Data("error: \(error.message)\n".utf8))
+            throw ExitCode(73)
+        }
+    }
+}
+
+/// Serialises the per-item output: report streams and the console.
+final class LockedStreams: @unchecked Sendable {  // guarded by `lock`
+    private let lock = NSLock()
+    private let streams: [JSONReportStream]
+    private let console: BatchConsole
+
+    init(streams: [JSONReportStream], console: BatchConsole) {
+        self.streams = streams
+        self.console = console
+    }
+
+    func item(_ item: BatchItem) {
+        lock.lock()
+        defer { lock.unlock() }
+        for stream in streams { stream.item(item) }
+        console.item(item)
+    }
+}
+
+// MARK: - Console
+
+/// Item lines on stdout, progress on stderr (a live line on a terminal, plain lines elsewhere), the summary table.
+final class BatchConsole: @unchecked Sendable {  // guarded by `lock`
+    private let lock = NSLock()
+    private let batch: BatchConverter
+    private let quiet: Bool
+    private let interval: Double
+    private let printsItems: Bool
+    private let verbose: Bool
+    private let isTerminal = isatty(STDERR_FILENO) == 1
+    private var timer: (any DispatchSourceTimer)?
+    private var liveLineShown = false
+    private var failures = 0
+
+    init(batch: BatchConverter, quiet: Bool, interval: Double, printsItems: Bool, verbose: Bool) {
+        self.batch = batch
+        self.quiet = quiet
+        self.interval = interval
+        self.printsItems = printsItems
+        self.verbose = verbose
+    }
+
+    func start() {
+        guard !quiet else { return }
+        let timer = DispatchSource.makeTimerSource(queue: .global())
+        let period = isTerminal ? 0.25 : interval
+        timer.schedule(deadline: .now() + period, repeating: period)
+        timer.setEventHandler { [weak self] in self?.tick() }
+        self.timer = timer
+        timer.resume()
+    }
+
+    func stop() {
+        timer?.cancel()
+        lock.lock()
+        defer { lock.unlock() }
+        clearLiveLine()
+    }
+
+    /// A line for the operator on stderr.
+    func message(_ text: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        clearLiveLine()
+        FileHandle.standardError.write(Data("docconvert: \(text)\n".utf8))
+    }
+
+    func item(_ item: BatchItem) {
+        lock.lock()
+        defer { lock.unlock() }
+        if item.outcome == .failed || item.outcome == .busy { failures += 1 }
+        guard printsItems, verbose || item.outcome != .notAStore else { return }
+        clearLiveLine()
+        FileHandle.standardOutput.write(Data((Self.line(for: item) + "\n").utf8))  // unbuffered: in order with stderr
+    }
+
+    static func line(for item: BatchItem) -> String {
+        let label = item.outcome.rawValue.padding(toLength: 21, withPad: " ", startingAt: 0)
+        switch item.outcome {
+        case .converted:
+            var facts = [item.kind, "\(formatBytes(UInt64(item.bytesIn))) -> \(formatBytes(UInt64(item.bytesOut)))"]
+            if let rows = item.rows { facts.append("\(rows) rows") }
+            if let legacy = item.legacyFiles { facts.append(legacy == "kept" || legacy == "deleted" ? "legacy \(legacy)" : "legacy in \(legacy)") }
+            if let applied = item.migrationsApplied, !applied.isEmpty { facts.append("migrated \(applied.joined(separator: ", "))") }
+            return "\(label) \(item.source) -> \(item.bundle ?? "?") (\(facts.joined(separator: ", ")))"
+        case .alreadyDone:
+            var line = "\(label) \(item.source) -> \(item.bundle ?? "?")"
+            if let applied = item.migrationsApplied, !applied.isEmpty { line += " (migrated \(applied.joined(separator: ", ")))" }
+            return line
+        case .wouldConvert:
+            return "\(label) \(item.source) -> \(item.bundle ?? "?") (\(item.kind), \(formatBytes(UInt64(item.bytesIn))))"
+        case .notAStore:
+            return "\(label) \(item.source): \(item.reason ?? "not a store")"
+        case .busy, .failed:
+            return "\(label) \(item.source): \(item.error?.message ?? "failed")"
+        }
+    }
+
+    private func tick() {
+        let progress = batch.progress
+        lock.lock()
+        defer { lock.unlock() }
+        let elapsed = max(0.001, Date().timeIntervalSince(progress.startedAt))
+        let rate = Double(progress.done) / elapsed
+        var text = "\(progress.done)/\(progress.found)\(progress.walkFinished ? "" : "+") items"
+        text += ", \(formatBytes(UInt64(progress.doneBytes))) of \(formatBytes(UInt64(progress.foundBytes)))\(progress.walkFinished ? "" : "+")"
+        text += String(format: ", %.1f items/s, %@/s", rate, formatBytes(UInt64(Double(progress.doneBytes) / elapsed)))
+        if failures > 0 { text += ", \(failures) failed or busy" }
+        if progress.walkFinished, progress.doneBytes > 0, progress.foundBytes > progress.doneBytes {
+            let remaining = Double(progress.foundBytes - progress.doneBytes) / (Double(progress.doneBytes) / elapsed)
+            text += ", ETA \(Self.duration(remaining))"
+        } else if !progress.walkFinished {
+            text += ", still finding"
+        }
+        if isTerminal {
+            FileHandle.standardError.write(Data("\r\u{1B}[K\(text)".utf8))
+            liveLineShown = true
+        } else {
+            FileHandle.standardError.write(Data("progress: \(text)\n".utf8))
+        }
+    }
+
+    private func clearLiveLine() {
+        guard liveLineShown else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        liveLineShown = false
+    }
+
+    static func duration(_ seconds: Double) -> String {
+        let total = Int(seconds.rounded())
+        return total >= 3600 ? String(format: "%d:%02d:%02d", total / 3600, total / 60 % 60, total % 60)
+            : String(format: "%d:%02d", total / 60, total % 60)
+    }
+
+    func printSummary(_ summary: BatchSummary, dryRun: Bool) {
+        var rows: [(String, String)] = []
+        let outcomes: [BatchItem.Outcome] = dryRun ? [.wouldConvert, .alreadyDone, .notAStore, .failed]
+            : [.converted, .alreadyDone, .notAStore, .busy, .failed]
+        for outcome in outcomes { rows.append((outcome.rawValue, "\(summary.count(outcome))")) }
+        rows.append(("items", "\(summary.items)"))
+        rows.append(("bytes in", formatBytes(UInt64(summary.bytesIn))))
+        if !dryRun { rows.append(("bytes out", formatBytes(UInt64(summary.bytesOut)))) }
+        let rate = summary.duration > 0 ? Double(summary.items) / summary.duration : 0
+        rows.append(("time", String(format: "%.2f s (%.1f items/s)", summary.duration, rate)))
+        let width = rows.map(\.0.count).max() ?? 0
+        print(dryRun ? "\nplan (dry run, nothing changed):" : "\nsummary\(summary.interrupted ? " (interrupted: run again to finish)" : ""):")
+        for (name, value) in rows { print("  \(name.padding(toLength: width, withPad: " ", startingAt: 0))  \(value)") }
+    }
+}
+
+// MARK: - Signals
+
+/// SIGINT and SIGTERM as events: the first asks for a clean stop, the second for an immediate one.
+final class SignalTrap: @unchecked Sendable {  // guarded by `lock`
+    private let lock = NSLock()
+    private var sources: [any DispatchSourceSignal] = []
+    private var count = 0
+    private(set) var received: Int32?
+
+    init(_ handler: @escaping @Sendable (Int32, Bool) -> Void) {
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [weak self] in
+                guard let self else { return }
+                self.lock.lock()
+                self.count += 1
+                let isSecond = self.count > 1
+                if self.received == nil { self.received = number }
+                self.lock.unlock()
+                handler(number, isSecond)
+            }
+            source.resume()
+            sources.append(source)
+        }
+    }
+}

@@ -109,6 +109,7 @@ let package = Package(
             dependencies: [
                 "ManagedDocument",
                 "LegacySamples",
+                "docconvert",
                 "notes-app",
                 "SampleApps",
                 "taste-app",

@@ -259,18 +259,28 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
     }
 
     private func convert(_ store: LegacyStore, relative: String) -> BatchItem? {
-        let target = store.defaultBundlePath
+        let name = store.source.lastComponent?.string ?? ""
+        var target = store.defaultBundlePath
         var item = BatchItem(source: relative, kind: store.isPackage ? LegacyStore.Kind.uiManagedDocumentPackage.rawValue : "sqlite-store",
                              outcome: .failed, bundle: self.relative(target))
         item.bytesIn = Self.sourceBytes(store)
         if options.dryRun {
+            if let alternative = Self.alternativeTarget(for: store, ifTaken: target) { target = alternative }
+            item.bundle = self.relative(target)
             let earlier = try? BundleReader(at: target).metadata.provenance
-            item.outcome = earlier?.fileName == store.source.lastComponent?.string ? .alreadyDone : .wouldConvert
+            item.outcome = earlier?.fileName == name ? .alreadyDone : .wouldConvert
             return item
         }
-        let lock: DocumentLock
+        var locks: [DocumentLock] = []
+        defer { for lock in locks { lock.release() } }
         do {
-            lock = try DocumentLock(for: target, timeout: options.conversion.busyTimeout, shouldStop: { self.isCancelled })
+            locks.append(try lock(target))
+            // A sibling with the same stem (Notes.sqlite beside Notes.db) made STEM.mdz: this one is NAME.mdz.
+            if let alternative = Self.alternativeTarget(for: store, ifTaken: target) {
+                target = alternative
+                item.bundle = self.relative(target)
+                locks.append(try lock(target))
+            }
         } catch let error as DocumentError {
             if error.code == .inUse {
                 if isCancelled { return nil }  // abandoned before it started: not part of this run
@@ -286,7 +296,6 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
             return item
         }
         do {
-            defer { lock.release() }
             // Detected again under the lock: another worker may have converted and moved it meanwhile.
             let report = try LegacyConverter(options: options.conversion, logger: logger)
                 .convert(storeAt: store.source, to: target)
@@ -310,8 +319,23 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
             item.error = .init(code: "ioFailure", message: "\(store.source): \(error)")
             return item
         }
+        for lock in locks { lock.release() }
+        locks = []
         if options.migrations != nil { migrate(target, into: &item) }
         return item
+    }
+
+    private func lock(_ target: FilePath) throws -> DocumentLock {
+        try DocumentLock(for: target, timeout: options.conversion.busyTimeout, shouldStop: { self.isCancelled })
+    }
+
+    /// `NAME.mdz` (`Notes.db.mdz`) when `STEM.mdz` is a bundle made from another source; `nil` otherwise.
+    private static func alternativeTarget(for store: LegacyStore, ifTaken target: FilePath) -> FilePath? {
+        guard let name = store.source.lastComponent?.string, FileSystem.isRegularFile(target),
+              let earlier = try? BundleReader(at: target).metadata.provenance, earlier.fileName != name,
+              target.lastComponent?.string != "\(name).\(BundleLayout.defaultExtension)"
+        else { return nil }
+        return target.removingLastComponent().appending("\(name).\(BundleLayout.defaultExtension)")
     }
 
     /// Applies the pending SQL migrations to a bundle, each once; a problem makes the item `failed` (the bundle

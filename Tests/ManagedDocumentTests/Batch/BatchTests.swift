@@ -1,0 +1,265 @@
+import Foundation
+import GRDB
+import LegacySamples
+import SystemPackage
+import Testing
+@testable import ManagedDocument
+
+@Suite("docconvert batch")
+struct BatchTests {
+    /// Every store became a verified, lossless bundle; every other file is as it was; no temporaries or locks.
+    private func checkConverted(_ tree: BatchTree, report: BatchReport, requireAll: Bool = true) throws {
+        let bundles = Dictionary(report.items.compactMap { item in item.bundle.map { (item.source, $0) } },
+                                 uniquingKeysWith: { first, _ in first })
+        for (source, store) in tree.stores.sorted(by: { $0.key < $1.key }) {
+            guard let bundle = bundles[source] else {
+                if requireAll { Issue.record("\(source) has no bundle in the report") }
+                continue
+            }
+            #expect(store.bundles.contains(bundle), "\(source) -> \(bundle)")
+            let path = tree.root.appending(bundle)
+            #expect(try Fixtures.bundleDigests(path) == store.digests, "\(source): rows differ from what SQLite reads")
+            #expect(try BundleReader(at: path).metadata.provenance?.kind == store.kind, "\(source)")
+            #expect(!FileManager.default.fileExists(atPath: tree.root.appending(source).string),
+                    "\(source) was not moved to the backup folder")
+        }
+        for (path, sha) in tree.untouched {
+            #expect(try FileSystem.digest(of: tree.root.appending(path)).sha256 == sha, "\(path) changed")
+        }
+        for (path, outcome) in tree.others where path.hasSuffix("link.sqlite") && outcome == "not-a-store" {
+            let destination = try FileManager.default.destinationOfSymbolicLink(atPath: tree.root.appending(path).string)
+            #expect(destination == "TasteB.sqlite", "\(path) is still the same link")
+        }
+        #expect(tree.leftovers() == [], "temporaries or locks left behind")
+    }
+
+    @Test("a tree of a few hundred stores of every kind: converted losslessly, each item reported once; a rerun converts nothing")
+    func wholeTree() async throws {
+        try await withTemporaryDirectory { directory in
+            let root = directory.appending("tree")
+            let tree = try BatchTree(in: root, groups: 50)
+            #expect(tree.stores.count >= 250)
+            let reportPath = directory.appending("report.json")
+
+            let first = try BatchProcess.run([root.string, "--report", reportPath.string, "--jobs", "2", "--quiet"])
+            #expect(first.status == 65, "exit status says something failed: \(first.stderr)")
+            let report = try BatchReport.read(reportPath)
+            #expect(try report.outcomes() == tree.expectedOutcomes)
+            #expect(report.summary.count(.converted) == tree.stores.count)
+            #expect(report.summary.count(.failed) == tree.others.values.filter { $0 == "failed" }.count)
+            #expect(report.summary.items == report.items.count)
+            for item in report.items where item.outcome == .failed {
+                #expect(item.error?.code == "storeCorrupt" || item.error?.code == "notSQLite", "\(item.source): \(item.error?.message ?? "")")
+            }
+            for item in report.items where item.outcome == .converted {
+                #expect(item.storeSHA256?.count == 64 && item.sourceSHA256?.count == 64 && item.bytesOut > 0)
+            }
+            try checkConverted(tree, report: report)
+            // Human output: one line per item that is not "not-a-store", then the summary.
+            let lines = first.stdout.split(separator: "\n")
+            #expect(lines.filter { $0.hasPrefix("converted ") }.count == tree.stores.count)
+            #expect(!lines.contains { $0.hasPrefix("not-a-store") })
+            #expect(first.stdout.contains("\nsummary:"))
+
+            let second = try BatchProcess.run([root.string, "--report", reportPath.string, "--quiet"])
+            #expect(second.status == 65)
+            let rerun = try BatchReport.read(reportPath)
+            var expected = tree.expectedOutcomes
+            for source in tree.stores.keys { expected[source] = "skipped-already-done" }
+            #expect(try rerun.outcomes() == expected)
+            #expect(rerun.summary.count(.converted) == 0)
+            try checkConverted(tree, report: report)
+        }
+    }
+
+    @Test("--dry-run prints the plan and changes nothing")
+    func dryRun() async throws {
+        try await withTemporaryDirectory { directory in
+            let root = directory.appending("tree")
+            let tree = try BatchTree(in: root, groups: 5)
+            let before = try Fixtures.fileHashes(root)
+            let result = try BatchProcess.run([root.string, "--dry-run", "--json"])
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(try Fixtures.fileHashes(root) == before)
+            let decoder = JSONDecoder()
+            decoder.dateDecodingStrategy = .iso8601
+            let plan = try decoder.decode(BatchReport.self, from: Data(result.stdout.utf8))
+            var expected = tree.expectedOutcomes
+            for source in tree.stores.keys { expected[source] = "would-convert" }
+            // A dry run does not open stores: corrupt ones are planned like the others.
+            for (path, outcome) in tree.others where outcome == "failed" { expected[path] = "would-convert" }
+            #expect(try plan.outcomes() == expected)
+            #expect(plan.summary.bytesIn > 0)
+
+            let text = try BatchProcess.run([root.string, "--dry-run"])
+            #expect(text.stdout.contains("would-convert"))
+            #expect(text.stdout.contains("plan (dry run, nothing changed)"))
+        }
+    }
+
+    @Test("SIGINT mid-run: in-flight items finish, the rest are left; a rerun converts each remaining item once")
+    func interruptAndResume() async throws {
+        try await withTemporaryDirectory { directory in
+            let root = directory.appending("tree")
+            let tree = try BatchTree(in: root, groups: 24)
+            let firstReport = directory.appending("first.json")
+            let process = try BatchProcess([root.string, "--jobs", "1", "--report", firstReport.string])
+            #expect(process.waitForLines(startingWith: "converted", count: 5))
+            kill(process.process.processIdentifier, SIGINT)
+            let first = process.finish()
+            #expect(first.status == 130, "\(first.stderr)")
+            #expect(first.stderr.contains("stopping"))
+            #expect(first.stdout.contains("interrupted"))
+            let partial = try BatchReport.read(firstReport)
+            #expect(partial.summary.interrupted)
+            let convertedFirst = Set(partial.items.filter { $0.outcome == .converted }.map(\.source))
+            #expect(convertedFirst.count >= 5 && convertedFirst.count < tree.stores.count)
+            #expect(tree.leftovers() == [], "the interrupted run left temporaries")
+
+            let secondReport = directory.appending("second.json")
+            let second = try BatchProcess.run([root.string, "--report", secondReport.string, "--quiet"])
+            #expect(second.status == 65)
+            let rest = try BatchReport.read(secondReport)
+            let convertedSecond = Set(rest.items.filter { $0.outcome == .converted }.map(\.source))
+            #expect(convertedFirst.isDisjoint(with: convertedSecond), "an item was converted twice")
+            #expect(convertedFirst.union(convertedSecond) == Set(tree.stores.keys))
+            let doneSecond = Set(rest.items.filter { $0.outcome == .alreadyDone }.map(\.source))
+            #expect(doneSecond == convertedFirst)
+            var all = rest
+            all.items += partial.items.filter { $0.outcome == .converted }
+            try checkConverted(tree, report: all)
+        }
+    }
+
+    @Test("a fleet: N shards at once, and two workers on the same shard, convert each item exactly once")
+    func fleet() async throws {
+        try await withTemporaryDirectory { directory in
+            let root = directory.appending("tree")
+            let tree = try BatchTree(in: root, groups: 12)
+            let count = 3
+            let workers = try (0..<count).map { index in
+                try BatchProcess([root.string, "--jobs", "1", "--quiet", "--report", directory.appending("shard-\(index).json").string],
+                                 environment: ["SLURM_ARRAY_TASK_ID": "\(index + 1)", "SLURM_ARRAY_TASK_COUNT": "\(count)",
+                                               "SLURM_ARRAY_TASK_MIN": "1"])
+            }
+            for worker in workers { #expect(worker.finish().status == 65) }
+            var merged: [BatchItem] = []
+            for index in 0..<count {
+                let report = try BatchReport.read(directory.appending("shard-\(index).json"))
+                #expect(report.shard.index == index && report.shard.count == count && report.shard.origin == "SLURM_ARRAY_TASK_ID")
+                for item in report.items { #expect(BatchShard.bucket(of: item.source, count: count) == index) }
+                merged += report.items
+            }
+            let mergedReport = BatchReport(root: root.string, shard: .all, items: merged, summary: BatchSummary())
+            #expect(try mergedReport.outcomes() == tree.expectedOutcomes)
+            try checkConverted(tree, report: mergedReport)
+
+            // Two workers given the same (whole) tree at once: the document locks keep them apart.
+            let second = directory.appending("second")
+            let twin = try BatchTree(in: second, groups: 12)
+            let pair = try (0..<2).map { index in
+                try BatchProcess([second.string, "--jobs", "2", "--quiet", "--shard", "0/1",
+                                  "--report", directory.appending("twin-\(index).json").string])
+            }
+            for worker in pair { #expect(worker.finish().status == 65) }
+            let reports = try (0..<2).map { try BatchReport.read(directory.appending("twin-\($0).json")) }
+            var converted: [String: Int] = [:]
+            for report in reports {
+                for item in report.items where item.outcome == .converted { converted[item.source, default: 0] += 1 }
+                for item in report.items where twin.stores[item.source] != nil {
+                    #expect(item.outcome == .converted || item.outcome == .alreadyDone, "\(item.source): \(item.outcome) \(item.error?.message ?? "")")
+                }
+            }
+            #expect(converted.keys.sorted() == twin.stores.keys.sorted())
+            #expect(converted.values.allSatisfy { $0 == 1 }, "an item was converted by both workers")
+            var union = reports[0]
+            union.items = reports.flatMap(\.items).filter { $0.outcome == .converted }
+            try checkConverted(twin, report: union)
+        }
+    }
+
+    @Test("--migrations: each converted bundle gets the SQL migrations once; a rerun applies nothing")
+    func migrations() async throws {
+        try await withTemporaryDirectory { directory in
+            let root = directory.appending("tree")
+            try FileManager.default.createDirectory(atPath: root.string, withIntermediateDirectories: true)
+            let samples = try LegacySamples.makeAll(in: root)
+            let folder = directory.appending("migrations")
+            try FileManager.default.createDirectory(atPath: folder.string, withIntermediateDirectories: true)
+            try Data("CREATE TABLE audit_log (id INTEGER PRIMARY KEY, note TEXT);".utf8)
+                .write(to: URL(fileURLWithPath: folder.appending("V1__audit_log.sql").string))
+            try Data("INSERT INTO audit_log (note) VALUES ('converted');".utf8)
+                .write(to: URL(fileURLWithPath: folder.appending("V2__first_entry.sql").string))
+            let reportPath = directory.appending("report.json")
+            let first = try BatchProcess.run([root.string, "--migrations", folder.string, "--report", reportPath.string, "--quiet"])
+            #expect(first.status == 0, "\(first.stdout)\(first.stderr)")
+            let report = try BatchReport.read(reportPath)
+            #expect(report.summary.count(.converted) == samples.count)
+            for item in report.items {
+                #expect(item.migrationsApplied == ["V1__audit_log", "V2__first_entry"], "\(item.source)")
+                let metadata = try Document.metadata(at: root.appending(item.bundle!))
+                #expect(metadata.model.migrations.map(\.identifier) == ["V1__audit_log", "V2__first_entry"])
+            }
+            let second = try BatchProcess.run([root.string, "--migrations", folder.string, "--report", reportPath.string, "--quiet"])
+            #expect(second.status == 0)
+            let rerun = try BatchReport.read(reportPath)
+            #expect(rerun.items.allSatisfy { $0.outcome == .alreadyDone && $0.migrationsApplied == [] })
+        }
+    }
+
+    @Test("shards: K/N parsing, scheduler variables, a stable partition")
+    func shards() throws {
+        #expect(try BatchShard(parsing: "2/8") == BatchShard(index: 2, count: 8))
+        for bad in ["8/8", "-1/4", "1/0", "1", "a/b", "1/2/3", ""] {
+            #expect(throws: BatchShard.Problem.self) { try BatchShard(parsing: bad) }
+        }
+        #expect(try BatchShard.fromEnvironment([:]) == nil)
+        #expect(throws: BatchShard.Problem.self) { try BatchShard.fromEnvironment(["JOB_COMPLETION_INDEX": "3"]) }
+        let kubernetes = try BatchShard.fromEnvironment(["JOB_COMPLETION_INDEX": "3", "DOCCONVERT_SHARD_COUNT": "4"])
+        #expect(kubernetes?.index == 3 && kubernetes?.count == 4 && kubernetes?.origin == "JOB_COMPLETION_INDEX")
+        #expect(try BatchShard.fromEnvironment(["JOB_COMPLETION_INDEX": "0"], count: 2)?.count == 2)
+        let slurm = try BatchShard.fromEnvironment(["SLURM_ARRAY_TASK_ID": "20", "SLURM_ARRAY_TASK_COUNT": "4",
+                                                    "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_STEP": "10"])
+        #expect(slurm?.index == 2 && slurm?.count == 4)
+        #expect(throws: BatchShard.Problem.self) {
+            try BatchShard.fromEnvironment(["SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_COUNT": "4"])
+        }
+        // Every path belongs to exactly one of N shards, the same one every time, and all shards get work.
+        let paths = (0..<2000).map { "home/user\($0 % 37)/Library/store-\($0).sqlite" }
+        for count in [2, 3, 8] {
+            var sizes = Array(repeating: 0, count: count)
+            for path in paths {
+                let owners = try (0..<count).filter { try BatchShard(index: $0, count: count).owns(path) }
+                #expect(owners.count == 1)
+                sizes[owners[0]] += 1
+                #expect(BatchShard.bucket(of: path, count: count) == owners[0])
+            }
+            #expect(sizes.allSatisfy { $0 > paths.count / count / 2 }, "\(sizes)")
+        }
+        #expect(BatchShard.all.owns("anything"))
+    }
+
+    @Test("the walk holds one directory stream per level: a wide folder is streamed, not listed")
+    func streamingWalk() async throws {
+        try await withTemporaryDirectory { directory in
+            let wide = directory.appending("wide")
+            try FileManager.default.createDirectory(atPath: wide.string, withIntermediateDirectories: true)
+            for index in 0..<3000 {
+                FileManager.default.createFile(atPath: wide.appending("f\(index).txt").string, contents: Data("x".utf8))
+            }
+            // Stopping after a few candidates works: the walk is lazy.
+            var seen = 0
+            BatchWalker(root: directory, startedAt: Date()).walk { _ in
+                seen += 1
+                return seen < 10
+            }
+            #expect(seen == 10)
+            var all = Set<String>()
+            BatchWalker(root: directory, startedAt: Date()).walk { candidate in
+                all.insert(candidate.relativePath)
+                return true
+            }
+            #expect(all.count == 3000)
+        }
+    }
+}

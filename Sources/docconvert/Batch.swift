@@ -91,7 +91,11 @@ struct Batch: ParsableCommand {
         guard jobs >= 1 else { throw ValidationError("--jobs must be at least 1") }
         guard busyTimeout >= 0 else { throw ValidationError("--busy-timeout must not be negative") }
         guard progressInterval > 0 else { throw ValidationError("--progress-interval must be positive") }
-        if let shard { _ = try parse { try BatchShard(parsing: shard) } }
+        if let shard {
+            _ = try parse { try BatchShard(parsing: shard) }
+        } else {
+            _ = try parse { try BatchShard.fromEnvironment(ProcessInfo.processInfo.environment, count: shardCount) }
+        }
         if let shardCount, shardCount < 1 { throw ValidationError("--shard-count must be at least 1") }
     }
 

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# Converts a tree of small SQLite stores into zip bundles with `docconvert batch` and with the peers an operator would
+# otherwise use, on copies of the same tree in the same run, and prints a Markdown table of medians.
+#
+#   scripts/bench-batch.sh
+#
+# Environment (all optional):
+#   BENCH_STORES=2000        number of generated stores (16-256 KiB each, nested folders)
+#   BENCH_RUNS=3             timed runs per case; the table shows medians
+#   BENCH_JOBS=2             workers for docconvert, xargs -P and the python pool
+#   BENCH_DIR=./bench-work   work folder (relative to the repository root; git-ignored)
+#   BENCH_KEEP=1             keep the work folder afterwards
+#   BENCH_CASES="..."        cases to run (default: all): ours ours-store shell xargs python copy
+#
+# Cases, each on a fresh copy of the tree (copied before the timing starts, page cache left warm for all):
+#   ours        docconvert batch ROOT --jobs J --legacy keep --quiet        (consolidate, verify, deflate, fsync, rename)
+#   ours-store  the same with --compression store
+#   shell       for each store: sqlite3 .backup to a temporary file, zip -q -6 it, rm     (one at a time)
+#   xargs       the same per store through xargs -P J
+#   python      python3 multiprocessing.Pool(J): sqlite3 backup, zipfile deflate 6, fsync, os.replace
+#   copy        python3 multiprocessing.Pool(J): copy each file to NAME.copy with fsync and os.replace: the floor
+#               for any converter that writes a durable new file per store
+#
+# Timing: `/usr/bin/time -f '%e %M'` around each command: wall seconds and peak RSS in KiB (for the pool and xargs
+# cases that is the largest single process, as getrusage reports children). Rounds are interleaved.
+set -euo pipefail
+
+invocation="$0${*:+ $*}"
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+STORES=${BENCH_STORES:-2000}
+RUNS=${BENCH_RUNS:-3}
+JOBS=${BENCH_JOBS:-2}
+DIR=${BENCH_DIR:-./bench-work}
+KEEP=${BENCH_KEEP:-0}
+CASES=${BENCH_CASES:-"ours ours-store shell xargs python copy"}
+[[ $STORES =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_STORES must be a positive integer" >&2; exit 64; }
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_RUNS must be a positive integer" >&2; exit 64; }
+[[ $JOBS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_JOBS must be a positive integer" >&2; exit 64; }
+for tool in python3 zip sqlite3 xargs /usr/bin/time swift; do
+    command -v "$tool" >/dev/null || { echo "missing: $tool (scripts/setup.sh installs it)" >&2; exit 69; }
+done
+log() { echo "[bench] $*" >&2; }
+
+log "building docconvert (release)"
+swift build -c release --product docconvert >&2
+BIN="$(swift build -c release --show-bin-path)/docconvert"
+
+mkdir -p "$DIR"
+DIR=$(cd "$DIR" && pwd)
+WORK="$DIR/batch"
+rm -rf "$WORK"
+mkdir -p "$WORK"
+cleanup() { if [[ $KEEP == 1 ]]; then log "kept $WORK"; else rm -rf "$WORK"; rmdir "$DIR" 2>/dev/null || true; fi; }
+trap cleanup EXIT
+
+# --- the tree -------------------------------------------------------------------------------------------------------
+TREE="$WORK/tree"
+log "generating $STORES stores of 16-256 KiB in nested folders"
+python3 - "$TREE" "$STORES" <<'PY'
+import os, random, sqlite3, sys
+root, count = sys.argv[1], int(sys.argv[2])
+rng = random.Random(2026)
+words = [''.join(rng.choice('abcdefghijklmnopqrstuvwxyz') for _ in range(rng.randint(3, 9))) for _ in range(2000)]
+for index in range(count):
+    # 3 levels: 10 top folders, 10 below each, stores in the leaves (and some one level up), odd extensions.
+    folder = os.path.join(root, f"user{index % 10:02d}", f"app{(index // 10) % 10}", *(["Library"] if index % 3 else []))
+    os.makedirs(folder, exist_ok=True)
+    name = f"store{index:05d}" + [".sqlite", ".db", ".sqlite3", ".store"][index % 4]
+    path = os.path.join(folder, name)
+    target = rng.randint(16, 256) * 1024
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=DELETE")
+    db.execute("CREATE TABLE ZENTRY (Z_PK INTEGER PRIMARY KEY, ZTITLE VARCHAR, ZBODY VARCHAR, ZDATA BLOB, ZDATE TIMESTAMP)")
+    size = 8192
+    with db:
+        row = 0
+        while size < target:
+            body = ' '.join(rng.choice(words) for _ in range(rng.randint(10, 60)))
+            blob = rng.randbytes(rng.randint(0, 300))
+            db.execute("INSERT INTO ZENTRY VALUES (?,?,?,?,?)", (row, body[:30], body, blob, 7e8 + row))
+            size += len(body) + len(blob) + 40
+            row += 1
+    db.close()
+PY
+TOTAL_BYTES=$(du -sb "$TREE" | cut -f1)
+log "tree: $STORES stores, $((TOTAL_BYTES / 1048576)) MiB"
+
+# --- the peers --------------------------------------------------------------------------------------------------------
+cat > "$WORK/one.sh" <<'SH'
+#!/usr/bin/env bash
+# One store the shell way: consolidate with sqlite3's online backup, zip it, remove the temporary.
+set -e
+f=$1
+sqlite3 "$f" ".backup '$f.bak'"
+zip -q -6 -j "${f%.*}.zip" "$f.bak"
+rm -f "$f.bak"
+SH
+chmod +x "$WORK/one.sh"
+cat > "$WORK/pool.py" <<'PY'
+import multiprocessing, os, sqlite3, sys, zipfile
+
+def convert(path):
+    """sqlite3 backup into a temporary, zip it (deflate 6), fsync, rename into place: a careful script's converter."""
+    base = os.path.splitext(path)[0]
+    copy, temp, final = path + ".bak", base + ".zip.tmp", base + ".zip"
+    source = sqlite3.connect(path)
+    target = sqlite3.connect(copy)
+    source.backup(target)
+    target.close(); source.close()
+    with zipfile.ZipFile(temp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as archive:
+        archive.write(copy, "persistentStore")
+    with open(temp, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(temp, final)
+    os.remove(copy)
+
+def copy(path):
+    """The floor: a durable copy of each file (read, write, fsync, rename)."""
+    temp, final = path + ".copy.tmp", path + ".copy"
+    with open(path, "rb") as source, open(temp, "wb") as target:
+        target.write(source.read())
+        target.flush()
+        os.fsync(target.fileno())
+    os.replace(temp, final)
+
+if __name__ == "__main__":
+    mode, root, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    paths = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as handle:
+                if handle.read(16) == b"SQLite format 3\0":
+                    paths.append(path)
+    with multiprocessing.Pool(jobs) as pool:
+        pool.map(convert if mode == "convert" else copy, paths, chunksize=8)
+PY
+
+run_case() {  # case, tree copy -> prints "seconds kib"
+    local name=$1 tree=$2
+    case $name in
+        ours) /usr/bin/time -f '%e %M' -o "$WORK/time" "$BIN" batch "$tree" --jobs "$JOBS" --legacy keep --quiet > "$WORK/out.txt" ;;
+        ours-store) /usr/bin/time -f '%e %M' -o "$WORK/time" "$BIN" batch "$tree" --jobs "$JOBS" --legacy keep --quiet --compression store > "$WORK/out.txt" ;;
+        shell) /usr/bin/time -f '%e %M' -o "$WORK/time" bash -c 'find "$1" -type f \( -name "*.sqlite" -o -name "*.db" -o -name "*.sqlite3" -o -name "*.store" \) -print0 | while IFS= read -r -d "" f; do "$2" "$f"; done' _ "$tree" "$WORK/one.sh" ;;
+        xargs) /usr/bin/time -f '%e %M' -o "$WORK/time" bash -c 'find "$1" -type f \( -name "*.sqlite" -o -name "*.db" -o -name "*.sqlite3" -o -name "*.store" \) -print0 | xargs -0 -n 1 -P "$3" "$2"' _ "$tree" "$WORK/one.sh" "$JOBS" ;;
+        python) /usr/bin/time -f '%e %M' -o "$WORK/time" python3 "$WORK/pool.py" convert "$tree" "$JOBS" ;;
+        copy) /usr/bin/time -f '%e %M' -o "$WORK/time" python3 "$WORK/pool.py" copy "$tree" "$JOBS" ;;
+        *) echo "unknown case $name" >&2; exit 64 ;;
+    esac
+    cat "$WORK/time"
+}
+
+declare -A times rss outs
+for round in $(seq 1 "$RUNS"); do
+    for name in $CASES; do
+        copy="$WORK/run-$name"
+        rm -rf "$copy"
+        cp -a "$TREE" "$copy"
+        sync
+        log "round $round: $name"
+        read -r seconds kib < <(run_case "$name" "$copy" | tail -1)
+        times[$name]+="$seconds "
+        rss[$name]+="$kib "
+        case $name in
+            ours|ours-store)
+                made=$(find "$copy" -name '*.mdz' | wc -l)
+                if [[ $round == 1 && $name == ours ]]; then
+                    # Lossless check on a sample of bundles: same rows as sqlite3 reads from the source.
+                    for bundle in $(find "$copy" -name '*.mdz' | sort | head -5); do
+                        source=$(ls "${bundle%.mdz}".* | grep -v '\.mdz$' | head -1)
+                        "$BIN" extract "$bundle" --output "$WORK/check.sqlite" >/dev/null
+                        a=$(sqlite3 "$source" "SELECT count(*), sum(length(ZBODY)), hex(sha3(group_concat(hex(ZDATA)))) FROM ZENTRY" 2>/dev/null \
+                            || sqlite3 "$source" "SELECT count(*), sum(length(ZBODY)), sum(length(ZDATA)) FROM ZENTRY")
+                        b=$(sqlite3 "$WORK/check.sqlite" "SELECT count(*), sum(length(ZBODY)), hex(sha3(group_concat(hex(ZDATA)))) FROM ZENTRY" 2>/dev/null \
+                            || sqlite3 "$WORK/check.sqlite" "SELECT count(*), sum(length(ZBODY)), sum(length(ZDATA)) FROM ZENTRY")
+                        rm -f "$WORK/check.sqlite"
+                        [[ $a == "$b" ]] || { echo "bundle $bundle differs from its source ($a vs $b)" >&2; exit 1; }
+                    done
+                fi
+                ;;
+            copy) made=$(find "$copy" -name '*.copy' | wc -l) ;;
+            *) made=$(find "$copy" -name '*.zip' | wc -l) ;;
+        esac
+        [[ $made == "$STORES" ]] || { echo "$name made $made outputs for $STORES stores" >&2; exit 1; }
+        outs[$name]=$(find "$copy" \( -name '*.mdz' -o -name '*.zip' -o -name '*.copy' \) -printf '%s\n' | awk '{s+=$1} END {print s}')
+        rm -rf "$copy"
+    done
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+echo "# Batch benchmark"
+echo
+echo "Command: \`BENCH_STORES=$STORES BENCH_RUNS=$RUNS BENCH_JOBS=$JOBS $invocation\` (run in \`$root\`)"
+echo
+echo "Machine: $(nproc) cores, $(uname -sr); $(swift --version 2>/dev/null | head -1)"
+echo "Tree: $STORES SQLite stores, 16-256 KiB each ($((TOTAL_BYTES / 1048576)) MiB in all), in nested folders;"
+echo "medians of $RUNS runs, each case on a fresh copy of the tree, page cache warm."
+echo
+python_median=$(echo "${times[python]:-}" | median 2>/dev/null || true)
+echo "| case | time (s) | stores/s | MB/s | output MiB | peak RSS MiB | rate vs python |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+for name in $CASES; do
+    t=$(echo "${times[$name]}" | median)
+    r=$(echo "${rss[$name]}" | median)
+    python3 - "$name" "$t" "$r" "$STORES" "$TOTAL_BYTES" "${outs[$name]}" "${python_median:-}" <<'PY'
+import sys
+name, t, r, stores, total, out, py = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
+label = {"ours": "docconvert batch (deflate 6)", "ours-store": "docconvert batch --compression store",
+         "shell": "shell loop: sqlite3 .backup + zip -6", "xargs": "xargs -P: sqlite3 .backup + zip -6",
+         "python": "python3 Pool: backup + zipfile + fsync", "copy": "floor: python3 Pool copy + fsync"}[name]
+ratio = f"{(float(py) / t):.2f}x" if py else "-"
+print(f"| {label} | {t:.2f} | {stores / t:.0f} | {total / t / 1e6:.1f} | {out / 1048576:.1f} | {r / 1024:.1f} | {ratio} |")
+PY
+done

@@ -222,20 +222,19 @@ extension DocumentMetadata {
     }
 }
 
-/// ISO 8601 dates as the metadata writes them (UTC, optional fractional seconds on input).
+/// ISO 8601 dates as the metadata writes them (UTC, milliseconds; fractional seconds optional on input).
+///
+/// Foundation's format style, not `ISO8601DateFormatter`: the style is a value made once, and neither formatting nor
+/// parsing goes through ICU (creating a formatter costs about 0.2 ms, more than reading a small bundle's metadata).
 enum ISO8601 {
+    private static let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
     static func format(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
+        style.format(date)
     }
 
     static func parse(_ text: String) -> Date? {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.date(from: text)
+        try? style.parse(text)  // nil: not an ISO 8601 date-time
     }
 }
 

@@ -44,3 +44,16 @@ echo "== time-app: compatibility level 1 gives every event and tag a GUID, once"
 echo
 "$docconvert" inspect "$apps/TasteB.mdz" | sed -n '/model/,/store:/p'
 
+
+# A whole tree at once: the samples twice, nested, plus a file that only pretends to be a store.
+batch="$work/batch"
+mkdir -p "$batch/alice" "$batch/bob/Library"
+cp -R Samples/stores/. "$batch/alice/"
+cp -R Samples/stores/. "$batch/bob/Library/"
+echo "not a database" > "$batch/bob/notes.sqlite"
+echo
+echo "== docconvert batch: the plan, the run, and a rerun that finds everything done"
+"$docconvert" batch "$batch" --dry-run --verbose
+"$docconvert" batch "$batch" --jobs 2 --report "$work/batch-report.json"
+"$docconvert" batch "$batch" | tail -9
+echo "The report is $work/batch-report.json."

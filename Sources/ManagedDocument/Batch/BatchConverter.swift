@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Foundation
 import Logging
 import SystemPackage
@@ -137,6 +142,13 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
 
     public init(root: FilePath, options: BatchOptions = BatchOptions(),
                 logger: Logger = Logger(label: "ManagedDocument.batch", factory: { _ in SwiftLogNoOpLogHandler() })) {
+        var root = root
+        // The root is the one symbolic link that is followed: the user named it.
+        if (try? FileSystem.status(root))??.kind == .symlink,
+           let resolved = root.withPlatformString({ realpath($0, nil) }) {
+            root = FilePath(platformString: resolved)
+            free(resolved)
+        }
         self.root = root.lexicallyNormalized()
         self.options = options
         self.logger = logger

@@ -68,11 +68,15 @@ struct BatchWalker {
                 stack.removeLast()
                 continue
             }
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            // The component is taken as bytes, so a name that is not valid UTF-8 still names its file; only the
+            // report's relative path shows it repaired.
+            let component = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                raw.withMemoryRebound(to: CChar.self) { FilePath.Component(platformString: $0.baseAddress!) }
             }
+            guard let component else { continue }  // "." and ".."
+            let name = component.string
             if name == "." || name == ".." || isOwnFile(name) { continue }
-            let path = level.path.appending(name)
+            let path = level.path.appending(component)
             let relative = level.relative.isEmpty ? name : level.relative + "/" + name
             guard let status = try? FileSystem.status(path) else { continue }  // vanished since readdir
             if status.kind == .directory {

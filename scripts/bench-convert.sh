@@ -142,7 +142,7 @@ run_case() {  # name, run folder
         ours) /usr/bin/time -f '%e %M' -o "$WORK/time" "$BIN" convert "$src" --output "$run/out" --legacy keep >/dev/null ;;
         ours-1) /usr/bin/time -f '%e %M' -o "$WORK/time" "$BIN" convert "$src" --output "$run/out" --legacy keep --level 1 >/dev/null ;;
         ours-store) /usr/bin/time -f '%e %M' -o "$WORK/time" "$BIN" convert "$src" --output "$run/out" --legacy keep --compression store >/dev/null ;;
-        shell) /usr/bin/time -f '%e %M' -o "$WORK/time" bash -c 'sqlite3 "$1" ".backup $2/tmp.sqlite" && zip -q -6 -j "$2/out" "$2/tmp.sqlite" && rm "$2/tmp.sqlite"' _ "$src" "$run" ;;
+        shell) /usr/bin/time -f '%e %M' -o "$WORK/time" bash -c 'sqlite3 "$1" ".backup $2/tmp.sqlite" && zip -q -6 -j "$2/out.zip" "$2/tmp.sqlite" && mv "$2/out.zip" "$2/out" && rm "$2/tmp.sqlite"' _ "$src" "$run" ;;
         python) /usr/bin/time -f '%e %M' -o "$WORK/time" python3 "$WORK/by-hand.py" "$src" "$run/out" ;;
         backup) /usr/bin/time -f '%e %M' -o "$WORK/time" sqlite3 "$src" ".backup $run/out" ;;
     esac

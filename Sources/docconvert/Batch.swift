@@ -44,36 +44,36 @@ struct Batch: ParsableCommand {
             """
     )
 
-    @Argument(help: "The folder to convert (or one store).")
+    @Argument(help: ArgumentHelp("The folder to convert (or one store).", valueName: "root"))
     var root: String
 
-    @Option(name: [.short, .long], help: "Conversions at once (default: the number of cores).")
+    @Option(name: [.short, .long], help: ArgumentHelp("Conversions at once; the default is this machine's number of cores.", valueName: "n"))
     var jobs: Int = ProcessInfo.processInfo.activeProcessorCount
 
     @Flag(name: .long, help: "Print what would be converted, what would be skipped and why, and total bytes; change nothing.")
     var dryRun = false
 
-    @Option(name: .long, help: "Also write the JSON report to FILE (written aside, renamed into place at the end).")
+    @Option(name: .long, help: ArgumentHelp("Also write the JSON report to this file (written aside, renamed into place at the end).", valueName: "file"))
     var report: String?
 
-    @Option(name: .long, help: "What to do with the legacy files once their bundle is safe: keep, backup or delete.")
+    @Option(name: .long, help: ArgumentHelp("What to do with the legacy files once their bundle is safe: keep, backup or delete.", valueName: "policy"))
     var legacy: LegacyPolicy = .backup
 
-    @Option(name: .long, help: "Where backups go (default: docconvert-backup/ beside each source; same volume).")
+    @Option(name: .long, help: ArgumentHelp("Where backups go (default: docconvert-backup/ beside each source; same volume).", valueName: "folder"))
     var backupDir: String?
 
-    @Option(name: .long, help: "Seconds to wait for a store another process is writing, or an item another worker holds.")
+    @Option(name: .long, help: ArgumentHelp("Seconds to wait for a store another process is writing, or an item another worker holds.", valueName: "seconds"))
     var busyTimeout: Double = 5
 
     @OptionGroup var compression: CompressionOptions
 
-    @Option(name: .long, help: "A folder of V<version>__<description>.sql migrations to apply to every converted bundle.")
+    @Option(name: .long, help: ArgumentHelp("A folder of V<version>__<description>.sql migrations to apply to every converted bundle.", valueName: "folder"))
     var migrations: String?
 
-    @Option(name: .long, help: "This worker's share: K/N (0-based). Default: from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID, else all.")
+    @Option(name: .long, help: ArgumentHelp("This worker's share, K of N (0-based). Default: from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID, else all.", valueName: "k/n"))
     var shard: String?
 
-    @Option(name: .long, help: "The number of shards, with JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID (default: DOCCONVERT_SHARD_COUNT, SLURM_ARRAY_TASK_COUNT).")
+    @Option(name: .long, help: ArgumentHelp("The number of shards, with JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID (default: DOCCONVERT_SHARD_COUNT, SLURM_ARRAY_TASK_COUNT).", valueName: "n"))
     var shardCount: Int?
 
     @Flag(name: .shortAndLong, help: "No progress on stderr.")
@@ -82,7 +82,7 @@ struct Batch: ParsableCommand {
     @Flag(name: .shortAndLong, help: "Also print items that are not stores (always in --json and --report).")
     var verbose = false
 
-    @Option(name: .long, help: "Seconds between progress lines when stderr is not a terminal.")
+    @Option(name: .long, help: ArgumentHelp("Seconds between progress lines when stderr is not a terminal.", valueName: "seconds"))
     var progressInterval: Double = 10
 
     @OptionGroup var outputOptions: OutputOptions

@@ -80,6 +80,13 @@ public enum BundleWriter {
     @discardableResult
     public static func write(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
                              options: WritingOptions = WritingOptions()) throws -> DocumentMetadata {
+        try write(content, metadata: metadata, to: target, options: options, storeFacts: nil)
+    }
+
+    /// ``write(_:metadata:to:options:)`` for a caller that has just inspected the store (and not changed it since):
+    /// its facts are used instead of opening the store once more.
+    static func write(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
+                      options: WritingOptions, storeFacts: StoreFacts?) throws -> DocumentMetadata {
         let header = try StoreInspector.header(of: content.store)
         if StoreInspector.isWAL(header: header) {
             throw DocumentError(.storeInWALMode, path: content.store,
@@ -87,7 +94,8 @@ public enum BundleWriter {
         }
         let facts: StoreFacts
         do {
-            facts = try StoreInspector.openReadOnly(content.store).read { try StoreInspector.facts($0, countingRows: false) }
+            facts = try storeFacts
+                ?? StoreInspector.openReadOnly(content.store).read { try StoreInspector.facts($0, countingRows: false) }
         } catch let error as DatabaseError {
             throw DocumentError(.storeCorrupt, path: content.store, reason: "SQLite cannot read the store",
                                 underlyingError: error)

@@ -193,7 +193,7 @@ public struct LegacyConverter: Sendable {
             warnings: warnings.isEmpty ? nil : warnings)
         let written = try BundleWriter.write(
             BundleContent(store: snapshot.store, externalData: legacy.externalData, additionalContent: additional),
-            metadata: metadata, to: target, options: writingOptions)
+            metadata: metadata, to: target, options: writingOptions, storeFacts: recovered.facts)
         // External data is read twice (hashed, then packed): both reads must agree, or the source changed meanwhile.
         let packed = Dictionary(written.entries.map { ($0.name, $0.sha256) }, uniquingKeysWith: { first, _ in first })
         for file in files where file.name.contains("_EXTERNAL_DATA/") {
@@ -226,6 +226,8 @@ public struct LegacyConverter: Sendable {
 
     struct Recovered {
         var rowCounts: [String: Int]
+        /// The self-contained copy's facts, as checked last.
+        var facts: StoreFacts?
         var isCoreData: Bool
         var coreData: DocumentMetadata.CoreDataInfo?
     }
@@ -253,7 +255,7 @@ public struct LegacyConverter: Sendable {
                     throw DocumentError(.verificationFailed, path: source,
                                         reason: "SQLite could not make the copy self-contained (journal mode \(mode ?? "?")); nothing was changed")
                 }
-                return (facts, Recovered(rowCounts: facts.rowCounts, isCoreData: isCoreData, coreData: coreData))
+                return (facts, Recovered(rowCounts: facts.rowCounts, facts: nil, isCoreData: isCoreData, coreData: coreData))
             }
             try queue.close()
         } catch let error as DatabaseError {
@@ -272,6 +274,7 @@ public struct LegacyConverter: Sendable {
                                 reason: "the consolidated copy does not have the source's tables and row counts; nothing was changed")
         }
         recovered.rowCounts = after.rowCounts
+        recovered.facts = after
         return recovered
     }
 

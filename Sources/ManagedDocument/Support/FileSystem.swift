@@ -177,7 +177,8 @@ enum FileSystem {
         return (hasher.finalize().hexString, size)
     }
 
-    /// Copies a file's bytes to a new file, returning their SHA-256 and size.
+    /// Copies a file's bytes to a new file, returning their SHA-256 and size. The hash runs on a second thread
+    /// (``ChunkPipeline``) while the next chunk is read and written.
     static func copyFile(_ source: FilePath, to destination: FilePath) throws -> (sha256: String, size: Int64) {
         let input = try openForReading(source)
         defer { try? input.close() }  // Squash close error of a read-only descriptor.
@@ -189,22 +190,20 @@ enum FileSystem {
             throw DocumentError(.cannotCreate, path: destination, reason: "cannot create the file", underlyingError: error)
         }
         defer { try? output.close() }  // Squash close error: callers check what they copied.
-        var hasher = SHA256()
+        let pipeline = ChunkPipeline()
         var size: Int64 = 0
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { buffer.deallocate() }
         while true {
+            let buffer = pipeline.acquire()
             let count: Int
             do { count = try input.read(into: buffer) } catch let error as Errno {
                 throw DocumentError.io("cannot read the file", path: source, errno: error)
             }
             if count == 0 { break }
-            let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
-            hasher.update(bufferPointer: chunk)
-            try writeAll(output, chunk, path: destination)
+            try writeAll(output, UnsafeRawBufferPointer(rebasing: buffer[0..<count]), path: destination)
+            pipeline.submit(count)
             size += Int64(count)
         }
-        return (hasher.finalize().hexString, size)
+        return (pipeline.finalize(), size)
     }
 
     static func openForReading(_ path: FilePath) throws -> FileDescriptor {

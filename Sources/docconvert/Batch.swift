@@ -111,6 +111,7 @@ struct Batch: ParsableCommand {
         options.conversion.backupDirectory = backupDir.map { FilePath($0) }
         options.conversion.busyTimeout = busyTimeout
         options.conversion.writing = WritingOptions(compression: compression.writingCompression)
+        options.survey = !quiet  // a total for the progress line's ETA
         options.shard = try parse {
             if let shard { return try BatchShard(parsing: shard) }
             return try BatchShard.fromEnvironment(ProcessInfo.processInfo.environment, count: shardCount) ?? .all
@@ -362,15 +363,22 @@ final class BatchConsole: @unchecked Sendable {  // guarded by `lock`
         defer { lock.unlock() }
         let elapsed = max(0.001, Date().timeIntervalSince(progress.startedAt))
         let rate = Double(progress.done) / elapsed
-        var text = "\(progress.done)/\(progress.found)\(progress.walkFinished ? "" : "+") items"
-        text += ", \(formatBytes(UInt64(progress.doneBytes))) of \(formatBytes(UInt64(progress.foundBytes)))\(progress.walkFinished ? "" : "+")"
-        text += String(format: ", %.1f items/s, %@/s", rate, formatBytes(UInt64(Double(progress.doneBytes) / elapsed)))
-        if failures > 0 { text += ", \(failures) failed or busy" }
-        if progress.walkFinished, progress.doneBytes > 0, progress.foundBytes > progress.doneBytes {
-            let remaining = Double(progress.foundBytes - progress.doneBytes) / (Double(progress.doneBytes) / elapsed)
-            text += ", ETA \(Self.duration(remaining))"
-        } else if !progress.walkFinished {
-            text += ", still finding"
+        let byteRate = Double(progress.doneBytes) / elapsed
+        var text: String
+        if let total = progress.total {
+            let mark = total.isFinal ? "" : "~"
+            text = "\(progress.done)/\(mark)\(total.items) items"
+            text += ", \(formatBytes(UInt64(progress.doneBytes))) of \(mark)\(formatBytes(UInt64(total.bytes)))"
+            text += String(format: ", %.1f items/s, %@/s", rate, formatBytes(UInt64(byteRate)))
+            if failures > 0 { text += ", \(failures) failed or busy" }
+            if byteRate > 0, total.bytes > progress.doneBytes {
+                text += ", ETA \(mark)\(Self.duration(Double(total.bytes - progress.doneBytes) / byteRate))"
+            }
+        } else {
+            text = "\(progress.done) items, \(formatBytes(UInt64(progress.doneBytes)))"
+            text += String(format: ", %.1f items/s, %@/s", rate, formatBytes(UInt64(byteRate)))
+            if failures > 0 { text += ", \(failures) failed or busy" }
+            text += ", counting (\(max(progress.surveyed, progress.found)) found so far)"
         }
         if isTerminal {
             FileHandle.standardError.write(Data("\r\u{1B}[K\(text)".utf8))

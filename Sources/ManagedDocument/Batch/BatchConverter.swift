@@ -22,6 +22,9 @@ public struct BatchOptions: Sendable {
     public var migrations: SQLMigrationFolder?
     /// Candidates waiting for a job, at most. Default: four per job.
     public var queueCapacity: Int?
+    /// Also walk the tree ahead of the conversions, only classifying, so that ``BatchProgress`` knows the total
+    /// (for a rate and an ETA) early. It reads each file's first bytes once more. Default: off.
+    public var survey = false
 
     public init() {}
 }
@@ -115,7 +118,21 @@ public struct BatchProgress: Sendable {
     public var doneBytes: Int64 = 0
     /// Whether the walk has finished (``found`` is then the total).
     public var walkFinished = false
+    /// Items and source bytes counted by the survey, a second walk that only classifies (when
+    /// ``BatchOptions/survey`` is on): the total is known long before the conversions reach the end of the tree.
+    public var surveyed = 0
+    public var surveyedBytes: Int64 = 0
+    /// Whether the survey has finished (``surveyed`` is then an estimate of the total).
+    public var surveyFinished = false
     public var startedAt = Date()
+
+    /// The best known total of items and bytes, and whether it is final (the walk) or an estimate (the survey);
+    /// `nil` while neither has finished.
+    public var total: (items: Int, bytes: Int64, isFinal: Bool)? {
+        if walkFinished { return (found, foundBytes, true) }
+        if surveyFinished { return (max(surveyed, found), max(surveyedBytes, foundBytes), false) }
+        return nil
+    }
 }
 
 /// Converts every legacy store and UIManagedDocument package under a folder into a bundle beside it.
@@ -218,6 +235,28 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
 
         let walker = BatchWalker(root: root, backupDirectory: options.conversion.backupDirectory?.lexicallyNormalized(),
                                  startedAt: startedAt)
+        let survey = DispatchGroup()
+        if options.survey {
+            survey.enter()
+            let thread = Thread { [self] in
+                walker.walk { candidate in
+                    guard !isCancelled else { return false }
+                    guard options.shard.owns(candidate.relativePath) else { return true }
+                    let bytes = Self.sourceBytes(candidate)
+                    state.lock()
+                    defer { state.unlock() }
+                    progressValue.surveyed += 1
+                    progressValue.surveyedBytes += bytes
+                    return !progressValue.walkFinished  // the walk itself knows the total now
+                }
+                state.lock()
+                progressValue.surveyFinished = true
+                state.unlock()
+                survey.leave()
+            }
+            thread.name = "docconvert-survey"
+            thread.start()
+        }
         walker.walk { [self] candidate in
             guard !isCancelled else { return false }
             guard options.shard.owns(candidate.relativePath) else { return true }
@@ -232,6 +271,7 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
         state.unlock()
         queue.close(discardingPending: isCancelled)
         workers.wait()
+        survey.wait()
         // After a cancel, candidates still queued were never started: they are not part of this run's report.
         queue.close(discardingPending: true)
 

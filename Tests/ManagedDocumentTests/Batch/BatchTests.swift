@@ -239,6 +239,36 @@ struct BatchTests {
         #expect(BatchShard.all.owns("anything"))
     }
 
+    @Test("the library: a survey walks ahead for the progress total; reports come one at a time; cancel stops early")
+    func library() async throws {
+        try await withTemporaryDirectory { directory in
+            let root = directory.appending("tree")
+            let tree = try BatchTree(in: root, groups: 4)
+            var options = BatchOptions()
+            options.jobs = 1
+            options.survey = true
+            options.conversion.legacyPolicy = .keep
+            let batch = BatchConverter(root: root, options: options)
+            let seen = Locked<[BatchItem]>([])
+            let summary = try batch.run { item in seen.withValue { $0.append(item) } }
+            let items = seen.withValue { $0 }
+            #expect(Dictionary(uniqueKeysWithValues: items.map { ($0.source, $0.outcome.rawValue) }) == tree.expectedOutcomes)
+            #expect(summary.items == items.count && !summary.interrupted)
+            let progress = batch.progress
+            #expect(progress.walkFinished && progress.surveyFinished)
+            #expect(progress.surveyed >= 1 && progress.surveyed <= progress.found)
+            #expect(progress.total?.isFinal == true && progress.total?.items == items.count && progress.done == items.count)
+
+            // Cancelled before it starts: nothing is converted, the summary says so.
+            let second = directory.appending("second")
+            _ = try BatchTree(in: second, groups: 2)
+            let cancelled = BatchConverter(root: second, options: options)
+            cancelled.cancel()
+            let stopped = try cancelled.run { _ in }
+            #expect(stopped.interrupted && stopped.count(.converted) == 0)
+        }
+    }
+
     @Test("the walk holds one directory stream per level: a wide folder is streamed, not listed")
     func streamingWalk() async throws {
         try await withTemporaryDirectory { directory in
@@ -261,5 +291,17 @@ struct BatchTests {
             }
             #expect(all.count == 3000)
         }
+    }
+}
+
+/// A value shared between threads.
+final class Locked<Value>: @unchecked Sendable {  // guarded by `lock`
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withValue<T>(_ body: (inout Value) -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
     }
 }

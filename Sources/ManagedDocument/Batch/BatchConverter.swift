@@ -240,14 +240,14 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
             survey.enter()
             let thread = Thread { [self] in
                 walker.walk { candidate in
-                    guard !isCancelled else { return false }
+                    guard !isCancelled, !progress.walkFinished else { return false }  // the walk knows the total now
                     guard options.shard.owns(candidate.relativePath) else { return true }
                     let bytes = Self.sourceBytes(candidate)
                     state.lock()
                     defer { state.unlock() }
                     progressValue.surveyed += 1
                     progressValue.surveyedBytes += bytes
-                    return !progressValue.walkFinished  // the walk itself knows the total now
+                    return true
                 }
                 state.lock()
                 progressValue.surveyFinished = true

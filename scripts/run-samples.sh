@@ -55,5 +55,5 @@ echo
 echo "== docconvert batch: the plan, the run, and a rerun that finds everything done"
 "$docconvert" batch "$batch" --dry-run --verbose
 "$docconvert" batch "$batch" --jobs 2 --report "$work/batch-report.json"
-"$docconvert" batch "$batch" | tail -9
+"$docconvert" batch "$batch" | tail -10
 echo "The report is $work/batch-report.json."

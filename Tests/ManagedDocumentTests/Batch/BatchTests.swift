@@ -136,17 +136,22 @@ struct BatchTests {
         try await withTemporaryDirectory { directory in
             let root = directory.appending("tree")
             let tree = try BatchTree(in: root, groups: 12)
+            // The same partition three ways: --shard, a Kubernetes Indexed Job's index, a Slurm array task (1-based).
             let count = 3
-            let workers = try (0..<count).map { index in
-                try BatchProcess([root.string, "--jobs", "1", "--quiet", "--report", directory.appending("shard-\(index).json").string],
-                                 environment: ["SLURM_ARRAY_TASK_ID": "\(index + 1)", "SLURM_ARRAY_TASK_COUNT": "\(count)",
-                                               "SLURM_ARRAY_TASK_MIN": "1"])
+            let ways: [(arguments: [String], environment: [String: String], origin: String)] = [
+                (["--shard", "0/3"], [:], "--shard"),
+                ([], ["JOB_COMPLETION_INDEX": "1", "DOCCONVERT_SHARD_COUNT": "3"], "JOB_COMPLETION_INDEX"),
+                ([], ["SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_MIN": "1"], "SLURM_ARRAY_TASK_ID"),
+            ]
+            let workers = try ways.enumerated().map { index, way in
+                try BatchProcess([root.string, "--jobs", "1", "--quiet", "--report", directory.appending("shard-\(index).json").string]
+                                 + way.arguments, environment: way.environment)
             }
             for worker in workers { #expect(worker.finish().status == 65) }
             var merged: [BatchItem] = []
             for index in 0..<count {
                 let report = try BatchReport.read(directory.appending("shard-\(index).json"))
-                #expect(report.shard.index == index && report.shard.count == count && report.shard.origin == "SLURM_ARRAY_TASK_ID")
+                #expect(report.shard.index == index && report.shard.count == count && report.shard.origin == ways[index].origin)
                 for item in report.items { #expect(BatchShard.bucket(of: item.source, count: count) == index) }
                 merged += report.items
             }

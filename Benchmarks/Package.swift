@@ -1,7 +1,7 @@
 // swift-tools-version: 6.0
 // A separate package so that benchmarking never touches the library's own build or dependency graph.
 // Build it with: swift build -c release --package-path Benchmarks   (or run scripts/bench-bundle.sh,
-// scripts/bench-document.sh)
+// scripts/bench-document.sh, scripts/bench-convert.sh)
 import PackageDescription
 
 let package = Package(
@@ -11,7 +11,8 @@ let package = Package(
         // Named explicitly: a path dependency's identity is otherwise its folder's name, which a clone may change.
         .package(name: "ManagedDocument", path: ".."),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
-        // The library's own GRDB (same requirement as ../Package.swift): document-benchmark writes rows through it.
+        // The library's own GRDB (same requirement as ../Package.swift): document-benchmark and convert-benchmark
+        // write rows through it.
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
@@ -24,6 +25,14 @@ let package = Package(
         ),
         .executableTarget(
             name: "document-benchmark",
+            dependencies: [
+                .product(name: "ManagedDocument", package: "ManagedDocument"),
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        .executableTarget(
+            name: "convert-benchmark",
             dependencies: [
                 .product(name: "ManagedDocument", package: "ManagedDocument"),
                 .product(name: "SystemPackage", package: "swift-system"),

@@ -11,6 +11,9 @@
 #   BENCH_KEEP=1             keep the bundle, working folders and extracted folders afterwards
 #   BENCH_DROP_CACHES=0      do not drop the page cache before each run (by default it is dropped when
 #                            `echo 3 > /proc/sys/vm/drop_caches` works silently, and left warm otherwise)
+#   BENCH_STATIC_STDLIB=1    build the benchmark with --static-swift-stdlib (in Benchmarks/.build-static), as an app
+#                            shipped as one self-contained Linux binary would be; the Swift runtime and Foundation are
+#                            then linked in instead of loaded as shared libraries, which lowers the baseline RSS
 #
 # Cases, all on the same bundle (made once by `document-benchmark make-document`, deflate 1 like every save):
 #   ours open       Document.open for writing (extracts a working copy into the work folder), timed in-process;
@@ -34,6 +37,7 @@ MB=${BENCH_MB:-256}
 RUNS=${BENCH_RUNS:-3}
 DIR=${BENCH_DIR:-./bench-work}
 KEEP=${BENCH_KEEP:-0}
+STATIC=${BENCH_STATIC_STDLIB:-0}
 META_CALLS=100
 [[ $MB =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_MB must be a positive integer" >&2; exit 64; }
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_RUNS must be a positive integer" >&2; exit 64; }
@@ -45,13 +49,15 @@ log() { echo "[bench] $*" >&2; }
 
 echo "# Document benchmark"
 echo
-echo "Command: \`BENCH_MB=$MB BENCH_RUNS=$RUNS BENCH_DIR=${BENCH_DIR:-./bench-work} BENCH_KEEP=$KEEP $invocation\` (run in \`$root\`)"
+echo "Command: \`BENCH_MB=$MB BENCH_RUNS=$RUNS BENCH_DIR=${BENCH_DIR:-./bench-work} BENCH_KEEP=$KEEP BENCH_STATIC_STDLIB=$STATIC $invocation\` (run in \`$root\`)"
 echo
 
 # --- build ------------------------------------------------------------------------------------------------------
-log "building the benchmark (release)"
-swift build -c release --package-path Benchmarks >&2
-BIN="$(swift build -c release --package-path Benchmarks --show-bin-path)/document-benchmark"
+build_flags=()
+if [[ $STATIC == 1 ]]; then build_flags=(--static-swift-stdlib --scratch-path Benchmarks/.build-static); fi
+log "building the benchmark (release${build_flags[*]:+, static Swift standard library})"
+swift build -c release --package-path Benchmarks "${build_flags[@]}" >&2
+BIN="$(swift build -c release --package-path Benchmarks "${build_flags[@]}" --show-bin-path)/document-benchmark"
 [[ -x $BIN ]] || { echo "no benchmark binary at $BIN" >&2; exit 70; }
 
 # --- work folder and cleanup ------------------------------------------------------------------------------------
@@ -162,6 +168,7 @@ cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 fs=$(df -PT "$DIR" | awk 'NR == 2 { print $2 " on " $1 }')
 sha=$(grep -q -w sha_ni /proc/cpuinfo && echo "SHA extensions: yes" || echo "SHA extensions: no")
 echo "- Date: $(date -u +%Y-%m-%dT%H:%M:%SZ); host: $(nproc) cores, $cpu ($sha); $(uname -sr); work folder: $fs"
+echo "- Build: release$([[ $STATIC == 1 ]] && echo ', --static-swift-stdlib (runtime and Foundation linked in)' || echo ', Swift runtime and Foundation as shared libraries')"
 echo "- Tools: $(swift --version 2>&1 | head -n 1); $(zip -v | sed -n 2p | sed 's/^ *//'); $(unzip -v | head -n 1)"
 echo "- Document: bundle $BUNDLE_BYTES bytes ($(( BUNDLE_BYTES >> 20 )) MiB), store $STORE_BYTES bytes ($(( STORE_BYTES >> 20 )) MiB), content $CONTENT_BYTES bytes; rows alternate Zipf-word text and random blobs of 64-1536 bytes; made (and saved, deflate 1) in ${gen_seconds}s"
 echo "- $RUNS runs per case, interleaved round by round; medians shown. Page cache dropped before every run: $([[ $DROP == 1 ]] && echo 'yes (sync; echo 3 > /proc/sys/vm/drop_caches), and for ours save again between its open and its save' || echo 'no (not permitted or BENCH_DROP_CACHES=0; input warm in the page cache)')."

@@ -289,8 +289,8 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
         let started = Date()
         var item: BatchItem?
         switch candidate {
-        case .notAStore(let path, let relative, let reason):
-            item = BatchItem(source: relative, kind: Self.kindOfThing(path), outcome: .notAStore, reason: reason)
+        case .notAStore(_, let relative, let kind, let reason):
+            item = BatchItem(source: relative, kind: kind, outcome: .notAStore, reason: reason)
         case .unreadable(_, let relative, let error):
             item = BatchItem(source: relative, kind: "file", outcome: .failed,
                              error: .init(code: error.code.description, message: error.description))
@@ -464,16 +464,6 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
 
     private static func sourceBytes(_ store: LegacyStore) -> Int64 {
         ([store.store] + store.sidecars).reduce(0) { $0 + ((try? FileSystem.status($1))??.size ?? 0) }
-    }
-
-    private static func kindOfThing(_ path: FilePath) -> String {
-        switch (try? FileSystem.status(path))??.kind {
-        case .directory: return "folder"
-        case .symlink: return "symlink"
-        case .regular:
-            return (try? LegacyDetector.detect(at: path)) == .bundle ? "bundle" : "file"
-        default: return "file"
-        }
     }
 }
 

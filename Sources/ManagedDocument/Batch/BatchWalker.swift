@@ -12,14 +12,14 @@ enum BatchCandidate: Sendable {
     case store(LegacyStore, relativePath: String)
     /// A bundle converted from a source that is no longer beside it, by an earlier run.
     case converted(bundle: FilePath, relativePath: String, metadata: DocumentMetadata, bytes: Int64)
-    /// Anything else, with the reason in words.
-    case notAStore(FilePath, relativePath: String, reason: String)
+    /// Anything else: what it is (`file`, `folder`, `symlink`, `bundle`) and the reason in words.
+    case notAStore(FilePath, relativePath: String, kind: String, reason: String)
     /// A folder or file that could not be read.
     case unreadable(FilePath, relativePath: String, error: DocumentError)
 
     var relativePath: String {
         switch self {
-        case .store(_, let path), .converted(_, let path, _, _), .notAStore(_, let path, _), .unreadable(_, let path, _):
+        case .store(_, let path), .converted(_, let path, _, _), .notAStore(_, let path, _, _), .unreadable(_, let path, _):
             return path
         }
     }
@@ -88,7 +88,7 @@ struct BatchWalker {
                 if !push(path, relative) { return }
                 continue
             }
-            guard let candidate = classifyFile(path, relative: relative) else { continue }
+            guard let candidate = classifyFile(path, relative: relative, kind: status.kind) else { continue }
             if !visit(candidate) { return }
         }
     }
@@ -104,14 +104,26 @@ struct BatchWalker {
         name.hasPrefix(".") && name.hasSuffix("_SUPPORT") && name.count > "._SUPPORT".count
     }
 
+    /// The report's word for what a path is.
+    private static func kindName(_ kind: FileSystem.Kind?) -> String {
+        switch kind {
+        case .directory: return "folder"
+        case .symlink: return "symlink"
+        default: return "file"
+        }
+    }
+
+    /// A package folder, or the root when it is not a folder.
     private func classify(_ path: FilePath, relative: String) -> BatchCandidate {
         do {
+            let kind = try FileSystem.status(path)?.kind
             switch try LegacyDetector.detect(at: path) {
             case .legacyStore(let store): return .store(store, relativePath: relative)
-            case .notAStore(let reason): return .notAStore(path, relativePath: relative, reason: reason)
+            case .notAStore(let reason):
+                return .notAStore(path, relativePath: relative, kind: Self.kindName(kind), reason: reason)
             case .bundle, .sidecar:
-                return classifyFile(path, relative: relative)
-                    ?? .notAStore(path, relativePath: relative, reason: "part of another item")
+                return classifyFile(path, relative: relative, kind: kind ?? .regular)
+                    ?? .notAStore(path, relativePath: relative, kind: "file", reason: "part of another item")
             }
         } catch let error as DocumentError {
             return .unreadable(path, relativePath: relative, error: error)
@@ -122,7 +134,7 @@ struct BatchWalker {
     }
 
     /// A file's candidate, or `nil` when the file belongs to an item reported elsewhere.
-    private func classifyFile(_ path: FilePath, relative: String) -> BatchCandidate? {
+    private func classifyFile(_ path: FilePath, relative: String, kind: FileSystem.Kind) -> BatchCandidate? {
         let detection: LegacyDetection
         do {
             detection = try LegacyDetector.detect(at: path)
@@ -137,9 +149,9 @@ struct BatchWalker {
             return .store(store, relativePath: relative)
         case .sidecar(let store):
             if store != nil || belongsToConvertedStore(path) { return nil }
-            return .notAStore(path, relativePath: relative, reason: "a SQLite sidecar file whose store is missing")
+            return .notAStore(path, relativePath: relative, kind: "file", reason: "a SQLite sidecar file whose store is missing")
         case .notAStore(let reason):
-            return .notAStore(path, relativePath: relative, reason: reason)
+            return .notAStore(path, relativePath: relative, kind: Self.kindName(kind), reason: reason)
         case .bundle:
             return classifyBundle(path, relative: relative)
         }
@@ -160,12 +172,12 @@ struct BatchWalker {
         do {
             reader = try BundleReader(at: path)
         } catch let error as DocumentError {
-            return .notAStore(path, relativePath: relative, reason: "a damaged bundle (\(error.reason))")
+            return .notAStore(path, relativePath: relative, kind: "bundle", reason: "a damaged bundle (\(error.reason))")
         } catch {
-            return .notAStore(path, relativePath: relative, reason: "a damaged bundle (\(error))")
+            return .notAStore(path, relativePath: relative, kind: "bundle", reason: "a damaged bundle (\(error))")
         }
         guard let provenance = reader.metadata.provenance else {
-            return .notAStore(path, relativePath: relative, reason: "a document bundle, not converted from a legacy store")
+            return .notAStore(path, relativePath: relative, kind: "bundle", reason: "a document bundle, not converted from a legacy store")
         }
         let parent = path.removingLastComponent()
         let source = parent.appending(provenance.fileName)

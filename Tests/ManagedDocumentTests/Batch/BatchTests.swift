@@ -51,6 +51,10 @@ struct BatchTests {
             for item in report.items where item.outcome == .failed {
                 #expect(item.error?.code == "storeCorrupt" || item.error?.code == "notSQLite", "\(item.source): \(item.error?.message ?? "")")
             }
+            for item in report.items where item.outcome == .notAStore {
+                let expected = item.source.hasSuffix("link.sqlite") ? "symlink" : item.source.hasSuffix(".mdz") ? "bundle" : "file"
+                #expect(item.kind == expected, "\(item.source): \(item.kind)")
+            }
             for item in report.items where item.outcome == .converted {
                 #expect(item.storeSHA256?.count == 64 && item.sourceSHA256?.count == 64 && item.bytesOut > 0)
             }
@@ -68,7 +72,7 @@ struct BatchTests {
             for source in tree.stores.keys { expected[source] = "skipped-already-done" }
             #expect(try rerun.outcomes() == expected)
             #expect(rerun.summary.count(.converted) == 0)
-            try checkConverted(tree, report: report)
+            try checkConverted(tree, report: rerun)
         }
     }
 

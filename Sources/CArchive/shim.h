@@ -5,6 +5,8 @@
 #include <archive_entry.h>
 #include <sys/stat.h>
 #include <zlib.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 // zlib's crc32 under a name that does not depend on zlib's uLong typedefs.
 static inline unsigned int carchive_crc32(unsigned int crc, const void *bytes, unsigned int length) {
@@ -27,6 +29,60 @@ static inline unsigned long carchive_deflated_size(const void *bytes, unsigned l
     int status = compress2(out, &bound, (const Bytef *)bytes, (uLong)length, level);
     free(out);
     return status == Z_OK ? (unsigned long)bound : 0;
+}
+
+// One slice of a raw deflate stream made on several threads (the scheme of pigz): each slice is compressed by its own
+// z_stream, primed with the 32 KiB of input before it, and ends with a sync flush (byte-aligned, not final) except the
+// last, which ends the stream. The slices laid end to end are one valid deflate stream.
+typedef struct carchive_deflater { z_stream stream; } carchive_deflater;
+
+static inline carchive_deflater *carchive_deflater_new(int level) {
+    carchive_deflater *deflater = (carchive_deflater *)calloc(1, sizeof(carchive_deflater));
+    if (deflater == NULL) return NULL;
+    if (deflateInit2(&deflater->stream, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        free(deflater);
+        return NULL;
+    }
+    return deflater;
+}
+
+static inline void carchive_deflater_free(carchive_deflater *deflater) {
+    if (deflater == NULL) return;
+    deflateEnd(&deflater->stream);
+    free(deflater);
+}
+
+// The output capacity that always holds one compressed slice of `length` bytes, its flush marker included.
+static inline unsigned long carchive_deflate_slice_capacity(unsigned long length) {
+    return length + (length >> 8) + 1024;
+}
+
+// Compresses one slice; returns the compressed length, -1 when zlib refuses, -2 when the output did not fit.
+static inline long carchive_deflate_slice(carchive_deflater *deflater, const void *dictionary,
+                                          unsigned int dictionaryLength, const void *input, unsigned int inputLength,
+                                          void *output, unsigned int outputCapacity, int last) {
+    z_stream *stream = &deflater->stream;
+    if (deflateReset(stream) != Z_OK) return -1;
+    if (dictionaryLength > 0 && deflateSetDictionary(stream, (const Bytef *)dictionary, dictionaryLength) != Z_OK) {
+        return -1;
+    }
+    stream->next_in = (Bytef *)(uintptr_t)input;
+    stream->avail_in = inputLength;
+    stream->next_out = (Bytef *)output;
+    stream->avail_out = outputCapacity;
+    int status = deflate(stream, last ? Z_FINISH : Z_SYNC_FLUSH);
+    if (last) {
+        if (status != Z_STREAM_END) return status == Z_OK || status == Z_BUF_ERROR ? -2 : -1;
+    } else {
+        if (status != Z_OK && status != Z_BUF_ERROR) return -1;
+        if (stream->avail_in != 0 || stream->avail_out == 0) return -2;  // a full buffer may hide an unfinished flush
+    }
+    return (long)(outputCapacity - stream->avail_out);
+}
+
+// zlib's crc32_combine: the CRC-32 of A followed by B from the CRCs of A and B and B's length.
+static inline unsigned int carchive_crc32_combine(unsigned int crcA, unsigned int crcB, long lengthB) {
+    return (unsigned int)crc32_combine((uLong)crcA, (uLong)crcB, (z_off_t)lengthB);
 }
 
 #endif

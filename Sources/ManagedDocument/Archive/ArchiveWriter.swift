@@ -39,9 +39,12 @@ final class ArchiveWriter {
     ///   - modificationTime: seconds since 1970 recorded for every entry.
     ///   - forcesZIP64: write zip64 fields and end records even when no size needs them (for tests and for
     ///     readers that want to check their zip64 support).
+    ///   - compressionThreads: threads that deflate one large entry at once (``ParallelDeflater``); 1 leaves
+    ///     deflating to libarchive, on the calling thread.
     init(descriptor: FileDescriptor, path: FilePath, mediaType: String, deflateLevel: Int,
-         modificationTime: Int64, forcesZIP64: Bool = false) throws {
+         modificationTime: Int64, forcesZIP64: Bool = false, compressionThreads: Int = 1) throws {
         precondition((0...9).contains(deflateLevel), "deflate level must be 0...9")
+        self.compressionThreads = max(1, compressionThreads)
         guard let handle = archive_write_new() else { throw ArchiveFailure.outOfMemory }
         self.handle = handle  // from here on deinit frees it, even if init throws
         self.path = path
@@ -99,6 +102,13 @@ final class ArchiveWriter {
 
     private let deflateLevel: Int
     private let forcesZIP64: Bool
+    private let compressionThreads: Int
+    /// Entries deflated by ``ParallelDeflater``, by their index among libarchive's entries: libarchive wrote them as
+    /// stored, and their central records get the method, CRC-32 and size of the deflated entry they really are.
+    private var deflatedOutside: [Int: (crc32: UInt32, size: UInt64)] = [:]
+
+    /// Entries at least this large are deflated on several threads when the writer has more than one.
+    static let parallelDeflateThreshold: Int64 = 1 << 20
 
     deinit { archive_write_free(handle) }
 
@@ -113,14 +123,11 @@ final class ArchiveWriter {
     func addEntry(named name: String, size: Int64, compressed: Bool,
                   read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> EntryDigest {
         precondition(!isFinished, "entry added after finish()")
-        guard let entry = archive_entry_new() else { throw ArchiveFailure.outOfMemory }
+        if compressed && deflateLevel > 0 && compressionThreads > 1 && size >= Self.parallelDeflateThreshold {
+            return try addParallelDeflatedEntry(named: name, size: size, read: read)
+        }
+        let entry = try makeEntry(named: name, size: size)
         defer { archive_entry_free(entry) }
-        archive_entry_set_pathname_utf8(entry, name)
-        archive_entry_set_filetype(entry, carchive_ae_ifreg())
-        archive_entry_set_perm(entry, 0o644)
-        // > Call archive_entry_set_size before archive_write_header: without it every entry becomes zip64.
-        archive_entry_set_size(entry, size)
-        archive_entry_set_mtime(entry, time_t(modificationTime), 0)
         if compressed && deflateLevel > 0 {
             try check(archive_write_zip_set_compression_deflate(handle), "select deflate for \(name)")
         } else {
@@ -161,6 +168,139 @@ final class ArchiveWriter {
         return EntryDigest(name: name, size: size, sha256: pipeline.finalize())
     }
 
+    /// A regular file's libarchive entry; the caller frees it.
+    private func makeEntry(named name: String, size: Int64) throws -> OpaquePointer {
+        guard let entry = archive_entry_new() else { throw ArchiveFailure.outOfMemory }
+        archive_entry_set_pathname_utf8(entry, name)
+        archive_entry_set_filetype(entry, carchive_ae_ifreg())
+        archive_entry_set_perm(entry, 0o644)
+        // > Call archive_entry_set_size before archive_write_header: without it every entry becomes zip64.
+        archive_entry_set_size(entry, size)
+        archive_entry_set_mtime(entry, time_t(modificationTime), 0)
+        return entry
+    }
+
+    /// Adds a deflated entry whose bytes ``ParallelDeflater`` compresses on several threads.
+    ///
+    /// libarchive cannot take data that is already compressed, so it is told the entry is stored, with the
+    /// compressed bound as its size (it writes any fewer bytes as they come and records the count it saw). Its
+    /// local header and data descriptor are patched as they pass through the sink, and its central record in
+    /// ``finish()``: method 8, the CRC-32 and size of the uncompressed bytes, sizes deferred to the descriptor
+    /// exactly as libarchive writes its own deflated entries. The bundle is re-read and inflated by libarchive
+    /// before it takes its name, so a stream that does not inflate to these bytes never lands.
+    private func addParallelDeflatedEntry(named name: String, size: Int64,
+                                          read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> EntryDigest {
+        let declared = ParallelDeflater.compressedBound(forSize: size)
+        let entry = try makeEntry(named: name, size: declared)
+        defer { archive_entry_free(entry) }
+        try check(archive_write_zip_set_compression_store(handle), "select storing for \(name)")
+        let header = try sink.capture { try check(archive_write_header(handle, entry), "write the header of \(name)") }
+        try sink.write(try Self.patchLocalHeader(header, size: UInt64(size), path: path, entry: name))
+
+        let deflater = try ParallelDeflater(level: deflateLevel, workers: compressionThreads)
+        var written: Int64 = 0
+        let result: ParallelDeflater.Result
+        do {
+            result = try deflater.compress(size: size, read: read) { chunk in
+                written += Int64(chunk.count)
+                guard written <= declared else {  // libarchive would drop the excess without a word
+                    throw DocumentError(.ioFailure, path: path, entry: name,
+                                        reason: "the compressed data outgrew its bound; nothing was replaced")
+                }
+                var offset = 0
+                while offset < chunk.count {
+                    let count = archive_write_data(handle, chunk.baseAddress! + offset, chunk.count - offset)
+                    if count <= 0 {
+                        if let failure = sink.failure { throw failure }
+                        throw wrap(ArchiveFailure(status: Int32(count), operation: "write the data of \(name)",
+                                                  handle: handle))
+                    }
+                    offset += count
+                }
+            }
+        } catch let failure as ParallelDeflater.Failure {
+            switch failure {
+            case .sizeMismatch(let grew):
+                throw DocumentError(.sizeMismatch, path: path, entry: name,
+                                    reason: "the source \(grew ? "grew" : "shrank") while it was being packed; nothing was replaced")
+            case .zlib(let status):
+                throw DocumentError(.ioFailure, path: path, entry: name,
+                                    reason: "zlib could not deflate the data (status \(status)); nothing was replaced")
+            }
+        }
+        let descriptor = try sink.capture { try check(archive_write_finish_entry(handle), "finish \(name)") }
+        try sink.write(try Self.patchDataDescriptor(descriptor, crc32: result.crc32, size: UInt64(size),
+                                                    compressedSize: UInt64(written), path: path, entry: name))
+        deflatedOutside[entryNames.count] = (result.crc32, UInt64(size))
+        entryNames.append(name)
+        return EntryDigest(name: name, size: size, sha256: result.sha256)
+    }
+
+    /// libarchive's local header of a stored entry of the declared bound, made that of a deflated entry of `size`
+    /// bytes whose CRC-32 and compressed size follow in the data descriptor.
+    static func patchLocalHeader(_ bytes: [UInt8], size: UInt64, path: FilePath, entry: String) throws -> [UInt8] {
+        var header = bytes
+        func unexpected(_ what: String) -> DocumentError {
+            DocumentError(.ioFailure, path: path, entry: entry, reason: "libarchive wrote an unexpected local header: \(what)")
+        }
+        guard let fixed = ZipLocalHeader(header), fixed.method == 0, fixed.flags & 0x0008 != 0,
+              header.count == ZipLocalHeader.fixedSize + fixed.nameLength + fixed.extraLength else {
+            throw unexpected("not a stored entry with a data descriptor")
+        }
+        func put<T: FixedWidthInteger>(_ value: T, at offset: Int) {
+            withUnsafeBytes(of: value.littleEndian) { for (i, byte) in $0.enumerated() { header[offset + i] = byte } }
+        }
+        put(max(header.readLE16(at: 4), 20), at: 4)  // version needed: 2.0, deflate (4.5 stays for zip64)
+        put(UInt16(8), at: 8)  // method: deflate
+        put(UInt32(0), at: 14)  // CRC-32: in the data descriptor
+        let wide = fixed.compressedSize == UInt32.max
+        if wide {
+            // Sizes in the zip64 extra field: uncompressed, then compressed.
+            var position = ZipLocalHeader.fixedSize + fixed.nameLength
+            let end = position + fixed.extraLength
+            var patched = false
+            while position + 4 <= end {
+                let id = header.readLE16(at: position), length = Int(header.readLE16(at: position + 2))
+                if id == 0x0001, length >= 16 {
+                    put(size, at: position + 4)
+                    put(UInt64(0), at: position + 12)
+                    patched = true
+                }
+                position += 4 + length
+            }
+            guard patched else { throw unexpected("zip64 sizes without a zip64 extra field") }
+        } else {
+            guard size < UInt64(UInt32.max) else { throw unexpected("no zip64 field for a large entry") }
+            put(UInt32(0), at: 18)
+            put(UInt32(size), at: 22)
+        }
+        return header
+    }
+
+    /// libarchive's data descriptor, given the CRC-32 and size of the uncompressed bytes.
+    static func patchDataDescriptor(_ bytes: [UInt8], crc32: UInt32, size: UInt64, compressedSize: UInt64,
+                                    path: FilePath, entry: String) throws -> [UInt8] {
+        var descriptor = bytes
+        func put<T: FixedWidthInteger>(_ value: T, at offset: Int) {
+            withUnsafeBytes(of: value.littleEndian) { for (i, byte) in $0.enumerated() { descriptor[offset + i] = byte } }
+        }
+        switch descriptor.count {
+        case 16 where descriptor.readLE32(at: 0) == 0x0807_4b50 && UInt64(descriptor.readLE32(at: 8)) == compressedSize:
+            guard size < UInt64(UInt32.max) else { break }
+            put(crc32, at: 4)
+            put(UInt32(size), at: 12)
+            return descriptor
+        case 24 where descriptor.readLE32(at: 0) == 0x0807_4b50 && descriptor.readLE64(at: 8) == compressedSize:
+            put(crc32, at: 4)
+            put(size, at: 16)
+            return descriptor
+        default:
+            break
+        }
+        throw DocumentError(.ioFailure, path: path, entry: entry,
+                            reason: "libarchive wrote an unexpected data descriptor (\(descriptor.count) bytes)")
+    }
+
     /// Adds an entry from bytes in memory.
     @discardableResult
     func addEntry(named name: String, bytes: [UInt8], compressed: Bool) throws -> EntryDigest {
@@ -192,8 +332,14 @@ final class ArchiveWriter {
                                 reason: "libarchive wrote an unexpected central directory: \(failure.message)")
         }
         var directory = mimetypeRecord.encoded()
-        for var record in decoded {
+        for (index, var record) in decoded.enumerated() {
             record.localHeaderOffset += prefix
+            if let deflated = deflatedOutside[index] {
+                record.method = 8
+                record.versionNeeded = max(record.versionNeeded, 20)
+                record.crc32 = deflated.crc32
+                record.uncompressedSize = deflated.size
+            }
             directory += record.encoded(forcesZIP64: forcesZIP64)
         }
         try sink.write(directory)
@@ -252,6 +398,18 @@ private final class Sink {
         } else {
             buffer.append(contentsOf: bytes)
         }
+    }
+
+    /// What libarchive writes during `body`, held back so the caller can patch it before it goes to the file.
+    func capture(_ body: () throws -> Void) throws -> [UInt8] {
+        precondition(!isCapturing, "nested capture")
+        isCapturing = true
+        defer {
+            isCapturing = false
+            captured.removeAll()
+        }
+        try body()
+        return captured
     }
 
     func flush() throws {

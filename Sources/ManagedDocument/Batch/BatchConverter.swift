@@ -14,6 +14,7 @@ public struct BatchOptions: Sendable {
     /// Find and classify, change nothing; store items are reported ``BatchItem/Outcome/wouldConvert``.
     public var dryRun = false
     /// How each store is converted (legacy policy, backup folder, compression, busy timeout, media type).
+    /// Its ``WritingOptions/compressionThreads`` is capped at the cores divided by ``jobs``.
     /// ``ConversionOptions/busyTimeout`` also bounds the wait for an item that another process holds.
     public var conversion = ConversionOptions()
     /// This worker's share of the tree. Default: all of it.
@@ -167,6 +168,11 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
             free(resolved)
         }
         self.root = root.lexicallyNormalized()
+        var options = options
+        // The cores are shared among the jobs: a large store is deflated on the cores its job has to itself.
+        options.conversion.writing.compressionThreads = min(
+            options.conversion.writing.compressionThreads,
+            max(1, ParallelDeflater.availableCores / max(1, options.jobs)))
         self.options = options
         self.logger = logger
     }

@@ -34,6 +34,10 @@ public struct WritingOptions: Sendable, Equatable {
     public var replacesExisting = false
     /// The entries' modification time. Default: now.
     public var modificationTime: Date?
+    /// How many threads deflate one large entry (1 MiB or more) at once. Default: the cores this process may use,
+    /// at most 8. With 1, libarchive deflates every entry on the calling thread. The entry's bytes differ (slices
+    /// end at sync points) but any zip tool reads either; level and size are the same within a fraction of a percent.
+    public var compressionThreads: Int = min(ParallelDeflater.availableCores, 8)
     /// Writes zip64 records even for small bundles (tests of zip64 readers).
     var forcesZIP64 = false
 
@@ -115,7 +119,8 @@ public enum BundleWriter {
         let writer = try ArchiveWriter(descriptor: atomic.descriptor, path: target, mediaType: metadata.mediaType,
                                        deflateLevel: options.deflateLevel,
                                        modificationTime: Int64(now.timeIntervalSince1970),
-                                       forcesZIP64: options.forcesZIP64)
+                                       forcesZIP64: options.forcesZIP64,
+                                       compressionThreads: options.compressionThreads)
         let compress = options.deflateLevel > 0
         let storeDigest = try addFile(content.store, named: BundleLayout.store, compressed: compress, to: writer)
         var entries: [DocumentMetadata.Entry] = []

@@ -1,0 +1,181 @@
+import CArchive
+import Crypto
+import Dispatch
+import Foundation
+
+/// Compresses one stream into a single raw deflate stream on several cores, the way pigz does.
+///
+/// The input is cut into slices of ``sliceSize`` bytes. Each slice is compressed by a z_stream of its own, primed
+/// with the 32 KiB of input before it (so matches reach back as far as in one stream, and the output is as small),
+/// and ends with a sync flush: an empty stored block that leaves the bit stream byte-aligned and not final. The last
+/// slice ends the stream. Laid end to end, the slices' outputs are one valid deflate stream that any inflater reads.
+///
+/// The caller's thread reads each slice, hashes it (SHA-256, in order) and hands it to one of `workers` serial
+/// queues, round robin; each queue owns one z_stream and computes the slice's CRC-32, which the caller's thread
+/// combines in order while it emits the compressed slices, in order. A ring of `2 × workers + 1` slots bounds
+/// memory (about 330 KiB a slot, plus one z_stream of about 270 KiB a worker), whatever the stream's size.
+///
+/// Not `Sendable`: one compression at a time, driven from one thread.
+final class ParallelDeflater {
+    static let sliceSize = 128 << 10
+    static let dictionarySize = 32 << 10
+
+    /// The result of one compression.
+    struct Result {
+        var uncompressedSize: Int64
+        var compressedSize: Int64
+        var crc32: UInt32
+        var sha256: String
+    }
+
+    /// Why a compression stopped; the caller names the entry.
+    enum Failure: Error {
+        /// zlib refused (status) or the output did not fit its bound.
+        case zlib(Int)
+        /// The source produced more or fewer bytes than announced.
+        case sizeMismatch(grew: Bool)
+    }
+
+    /// One slot of the ring: the slice with its dictionary in front, and the compressed output.
+    private final class Slot: @unchecked Sendable {  // fields are written by one side at a time, handed over by `done`
+        let input: UnsafeMutableRawBufferPointer  // [dictionary | slice]
+        let output: UnsafeMutableRawBufferPointer
+        let done = DispatchSemaphore(value: 0)
+        var dictionaryLength = 0
+        var length = 0
+        var isLast = false
+        var isPending = false
+        var compressedLength = 0
+        var crc32: UInt32 = 0
+
+        init() {
+            input = .allocate(byteCount: ParallelDeflater.dictionarySize + ParallelDeflater.sliceSize, alignment: 64)
+            output = .allocate(byteCount: ParallelDeflater.outputCapacity, alignment: 64)
+        }
+
+        deinit {
+            input.deallocate()
+            output.deallocate()
+        }
+
+        var slice: UnsafeMutableRawBufferPointer {
+            UnsafeMutableRawBufferPointer(rebasing: input[ParallelDeflater.dictionarySize...])
+        }
+    }
+
+    /// A worker's zlib state; touched only on its own serial queue.
+    private final class Worker: @unchecked Sendable {
+        let queue: DispatchQueue
+        let deflater: UnsafeMutablePointer<carchive_deflater>
+
+        init(index: Int, level: Int) throws {
+            queue = DispatchQueue(label: "ManagedDocument.deflate.\(index)")
+            guard let deflater = carchive_deflater_new(Int32(level)) else { throw Failure.zlib(-4) }
+            self.deflater = deflater
+        }
+
+        deinit { carchive_deflater_free(deflater) }
+
+        func compress(_ slot: Slot) {
+            let status = carchive_deflate_slice(
+                deflater, slot.input.baseAddress! + (ParallelDeflater.dictionarySize - slot.dictionaryLength),
+                UInt32(slot.dictionaryLength), slot.input.baseAddress! + ParallelDeflater.dictionarySize,
+                UInt32(slot.length), slot.output.baseAddress!, UInt32(slot.output.count), slot.isLast ? 1 : 0)
+            slot.compressedLength = status
+            slot.crc32 = carchive_crc32(0, slot.input.baseAddress! + ParallelDeflater.dictionarySize, UInt32(slot.length))
+            slot.done.signal()
+        }
+    }
+
+    static let outputCapacity = Int(carchive_deflate_slice_capacity(UInt(sliceSize)))
+
+    /// The most bytes ``compress(size:read:write:)`` can produce for `size` input bytes.
+    static func compressedBound(forSize size: Int64) -> Int64 {
+        let slices = max(1, (size + Int64(sliceSize) - 1) / Int64(sliceSize))
+        return slices * Int64(outputCapacity)
+    }
+
+    /// The number of cores this process may use (its CPU affinity and cgroup quota included).
+    static var availableCores: Int { max(1, ProcessInfo.processInfo.activeProcessorCount) }
+
+    private let workers: [Worker]
+    private let slots: [Slot]
+
+    /// - Parameters:
+    ///   - level: deflate level 1...9.
+    ///   - workers: threads compressing at once (at least 1).
+    init(level: Int, workers: Int) throws {
+        precondition((1...9).contains(level), "deflate level must be 1...9")
+        let count = max(1, workers)
+        self.workers = try (0..<count).map { try Worker(index: $0, level: level) }
+        slots = (0..<(2 * count + 1)).map { _ in Slot() }
+    }
+
+    deinit {
+        for slot in slots where slot.isPending { slot.done.wait() }  // no worker may still touch a buffer
+    }
+
+    /// Compresses exactly `size` bytes pulled from `read` (which returns 0 at the end) and hands the compressed bytes,
+    /// in order, to `write`.
+    func compress(size: Int64, read: (UnsafeMutableRawBufferPointer) throws -> Int,
+                  write: (UnsafeRawBufferPointer) throws -> Void) throws -> Result {
+        var hasher = SHA256()
+        var crc: UInt32 = 0
+        var consumed: Int64 = 0
+        var compressed: Int64 = 0
+        var submitted = 0
+        var emitted = 0
+
+        func emitOldest() throws {
+            let slot = slots[emitted % slots.count]
+            slot.done.wait()
+            slot.isPending = false
+            guard slot.compressedLength >= 0 else { throw Failure.zlib(slot.compressedLength) }
+            crc = carchive_crc32_combine(crc, slot.crc32, slot.length)
+            try write(UnsafeRawBufferPointer(rebasing: slot.output[..<slot.compressedLength]))
+            compressed += Int64(slot.compressedLength)
+            emitted += 1
+        }
+
+        var isFinished = false
+        while !isFinished {
+            if submitted - emitted == slots.count { try emitOldest() }
+            let slot = slots[submitted % slots.count]
+            // Fill the slice completely (reads may come short) or up to the announced size.
+            let wanted = Int(min(Int64(Self.sliceSize), size - consumed))
+            var length = 0
+            let slice = slot.slice
+            while length < wanted {
+                let count = try read(UnsafeMutableRawBufferPointer(rebasing: slice[length..<wanted]))
+                if count == 0 { throw Failure.sizeMismatch(grew: false) }
+                length += count
+            }
+            consumed += Int64(length)
+            slot.length = length
+            slot.isLast = consumed == size
+            if slot.isLast {
+                // One more read must find the end; a source that grew is not packed half.
+                var probe: UInt8 = 0
+                let extra = try withUnsafeMutableBytes(of: &probe) { try read($0) }
+                if extra != 0 { throw Failure.sizeMismatch(grew: true) }
+            }
+            if submitted > 0 {
+                let previous = slots[(submitted - 1) % slots.count]
+                let tail = previous.input.baseAddress! + Self.dictionarySize + previous.length - Self.dictionarySize
+                slot.input.baseAddress!.copyMemory(from: tail, byteCount: Self.dictionarySize)
+                slot.dictionaryLength = Self.dictionarySize  // every slice but the last is full, so it has 32 KiB
+            } else {
+                slot.dictionaryLength = 0
+            }
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: slice[..<length]))
+            let worker = workers[submitted % workers.count]
+            slot.isPending = true
+            worker.queue.async { worker.compress(slot) }
+            submitted += 1
+            isFinished = slot.isLast
+        }
+        while emitted < submitted { try emitOldest() }
+        return Result(uncompressedSize: consumed, compressedSize: compressed, crc32: crc,
+                      sha256: hasher.finalize().hexString)
+    }
+}

@@ -1,0 +1,184 @@
+import Crypto
+import Foundation
+import SystemPackage
+import Testing
+@testable import ManagedDocument
+
+/// Large entries are deflated on several threads (slices joined at sync points into one deflate stream); the
+/// result must be an ordinary deflated zip entry to every reader, byte for byte the input.
+@Suite("Entries deflated on several threads read back byte for byte, in every zip tool")
+struct ParallelDeflateTests {
+    /// A compressible but not trivial file: text lines with numbers, runs and a sprinkle of random bytes.
+    static func compressibleBytes(count: Int, seed: UInt64) -> [UInt8] {
+        var generator = SeededGenerator(seed: seed)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(count + 128)
+        var line = 0
+        while bytes.count < count {
+            line += 1
+            bytes += Array("row \(line) value \(UInt32.random(in: 0...999_999, using: &generator)) ".utf8)
+            if line % 5 == 0 { bytes += (0..<24).map { _ in UInt8.random(in: 0...255, using: &generator) } }
+            if line % 11 == 0 { bytes += [UInt8](repeating: UInt8(line % 251), count: Int(line % 97)) }
+            bytes.append(0x0A)
+        }
+        return Array(bytes.prefix(count))
+    }
+
+    static func sha256(_ bytes: [UInt8]) -> String { SHA256.hash(data: bytes).hexString }
+
+    /// The local header's method and flags for an entry, read where the central directory says it starts.
+    static func localHeader(of name: String, in bundle: FilePath) throws -> (method: UInt16, flags: UInt16) {
+        let reader = try BundleReader(at: bundle)
+        let entry = try #require(reader.entries.first { $0.name == name })
+        let bytes = try Fixtures.bytes(of: bundle)
+        let offset = Int(entry.offset)
+        #expect(bytes.readLE32(at: offset) == ZipLocalHeader.signature)
+        return (bytes.readLE16(at: offset + 8), bytes.readLE16(at: offset + 6))
+    }
+
+    enum Case: String, CaseIterable, CustomTestStringConvertible {
+        case level1TwoThreads, level6ThreeThreads, zip64TwoThreads
+        var testDescription: String { rawValue }
+        var options: WritingOptions {
+            var options = WritingOptions(compression: .deflate(level: self == .level1TwoThreads ? 1 : 6))
+            options.compressionThreads = self == .level6ThreeThreads ? 3 : 2
+            options.forcesZIP64 = self == .zip64TwoThreads
+            return options
+        }
+    }
+
+    @Test("a store of several MiB is deflated on several threads and reads back identical", arguments: Case.allCases)
+    func storeRoundTrip(_ shape: Case) async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try Fixtures.makeStore(at: directory.appending("store.sqlite"), rows: 14_000, blobSize: 200)
+            let size = try #require(try FileSystem.status(store)).size
+            #expect(size > 3 * ArchiveWriter.parallelDeflateThreshold, "the store must take the parallel path")
+            let bundle = directory.appending("Doc.mdz")
+            let metadata = try BundleWriter.write(BundleContent(store: store), metadata: DocumentMetadata(),
+                                                  to: bundle, options: shape.options)
+
+            let header = try Self.localHeader(of: BundleLayout.store, in: bundle)
+            #expect(header.method == 8, "deflated")
+            #expect(header.flags & 0x0008 != 0, "CRC-32 and sizes in a data descriptor, as libarchive writes them")
+            let reader = try BundleReader(at: bundle)
+            let entry = try #require(reader.entries.first { $0.role == .store })
+            #expect(entry.isCompressed && entry.size == UInt64(size) && entry.compressedSize < entry.size * 9 / 10)
+            #expect(reader.isZIP64 == (shape == .zip64TwoThreads))
+            let report = try reader.verify(full: true)
+            #expect(report.sqliteCheck == "integrity_check")
+
+            let extracted = try reader.extract(into: directory.appending("out"))
+            let source = try Fixtures.bytes(of: store)
+            let back = try Fixtures.bytes(of: extracted.store)
+            #expect(back == source, "byte for byte")
+            #expect(metadata.store.sha256 == Self.sha256(source))
+            #expect(try Fixtures.rowDigests(of: extracted.store) == Fixtures.rowDigests(of: store))
+
+            // Tools nobody here wrote inflate the joined stream and check its CRC-32.
+            let unzip = try run("unzip", ["-t", bundle.string])
+            #expect(unzip.status == 0 && unzip.output.contains("No errors detected"), "\(unzip.output)")
+            let sevenZip = try run("7z", ["t", bundle.string])
+            #expect(sevenZip.status == 0 && sevenZip.output.contains("Everything is Ok"), "\(sevenZip.output)")
+            let python = try run("python3", ["-m", "zipfile", "-t", bundle.string])
+            #expect(python.status == 0 && !python.output.contains("corrupted"), "\(python.output)")
+            let zipT = try run("zip", ["-T", bundle.string])
+            #expect(zipT.status == 0, "\(zipT.output)")
+            let bsdtar = try run("bsdtar", ["-xf", bundle.string, "-C", directory.appending("out").string,
+                                            BundleLayout.store])
+            #expect(bsdtar.status == 0, "\(bsdtar.output)")
+            let unzipped = directory.appending("unzipped")
+            #expect(try run("unzip", ["-q", bundle.string, BundleLayout.store, "-d", unzipped.string]).status == 0)
+            #expect(try Fixtures.bytes(of: unzipped.appending(BundleLayout.store)) == source)
+        }
+    }
+
+    @Test("entries at and around slice boundaries, deflated on two threads, read back identical")
+    func sliceBoundaries() async throws {
+        try await withTemporaryDirectory { directory in
+            let slice = ParallelDeflater.sliceSize
+            let threshold = Int(ArchiveWriter.parallelDeflateThreshold)
+            let sizes = [threshold, threshold + 1, threshold + slice - 1, threshold + slice + 1,
+                         3 * threshold + 17, threshold - 1]
+            let store = try Fixtures.makeStore(at: directory.appending("store.sqlite"), rows: 20)
+            let additional = directory.appending("AdditionalContent")
+            try FileSystem.createDirectory(additional)
+            var expected: [String: [UInt8]] = [:]
+            for (index, size) in sizes.enumerated() {
+                let name = "file-\(index)-\(size).txt"
+                let bytes = Self.compressibleBytes(count: size, seed: UInt64(index + 1))
+                try Fixtures.write(bytes, to: additional.appending(name))
+                expected[BundleLayout.additionalContentPrefix + name] = bytes
+            }
+            var options = WritingOptions(compression: .deflate(level: 6))
+            options.compressionThreads = 2
+            let bundle = directory.appending("Doc.mdz")
+            try BundleWriter.write(BundleContent(store: store, additionalContent: additional),
+                                   metadata: DocumentMetadata(), to: bundle, options: options)
+            let reader = try BundleReader(at: bundle)
+            try reader.verifyEntries()
+            let out = directory.appending("out")
+            #expect(try run("unzip", ["-q", bundle.string, "-d", out.string]).status == 0)
+            for (name, bytes) in expected {
+                let entry = try #require(reader.entries.first { $0.name == name })
+                #expect(entry.isCompressed, "\(name) is deflated")
+                #expect(try Fixtures.bytes(of: out.appending(name)) == bytes, "\(name) reads back identical")
+            }
+            let unzip = try run("unzip", ["-t", bundle.string])
+            #expect(unzip.status == 0, "\(unzip.output)")
+        }
+    }
+
+    @Test("several threads give the bytes of one stream, within half a percent of its size")
+    func sameContentAsOneStream() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try Fixtures.makeStore(at: directory.appending("store.sqlite"), rows: 12_000, blobSize: 200)
+            var sizes: [Int: UInt64] = [:]
+            var digests: Set<String> = []
+            for threads in [1, 2] {
+                var options = WritingOptions(compression: .deflate(level: 6))
+                options.compressionThreads = threads
+                let bundle = directory.appending("Doc-\(threads).mdz")
+                let metadata = try BundleWriter.write(BundleContent(store: store), metadata: DocumentMetadata(),
+                                                      to: bundle, options: options)
+                let reader = try BundleReader(at: bundle)
+                sizes[threads] = try #require(reader.entries.first { $0.role == .store }).compressedSize
+                let extracted = try reader.extract(into: directory.appending("out-\(threads)"))
+                digests.insert(Self.sha256(try Fixtures.bytes(of: extracted.store)))
+                digests.insert(metadata.store.sha256)
+            }
+            #expect(digests.count == 1, "one content, one SHA-256")
+            let ratio = Double(sizes[2]!) / Double(sizes[1]!)
+            #expect(ratio > 0.995 && ratio < 1.005, "sizes \(sizes)")
+        }
+    }
+
+    @Test("a source that grows or shrinks while it is deflated on several threads is refused, saying which")
+    func sourceChangesSize() async throws {
+        try await withTemporaryDirectory { directory in
+            let size = 3 * Int(ArchiveWriter.parallelDeflateThreshold) + 5
+            let content = Self.compressibleBytes(count: size + 4096, seed: 3)
+            for (available, word) in [(size + 4096, "grew"), (size - 4096, "shrank"), (size + 1, "grew")] {
+                let path = directory.appending("Archive-\(available).zip")
+                let descriptor = try FileDescriptor.open(path, .readWrite, options: [.create, .truncate],
+                                                         permissions: [.ownerReadWrite])
+                defer { try? descriptor.close() }  // Squash close error of a test file.
+                let writer = try ArchiveWriter(descriptor: descriptor, path: path,
+                                               mediaType: BundleLayout.defaultMediaType, deflateLevel: 6,
+                                               modificationTime: 1_700_000_000, compressionThreads: 2)
+                var offset = 0
+                let error = #expect(throws: DocumentError.self) {
+                    try writer.addEntry(named: BundleLayout.store, size: Int64(size), compressed: true) { buffer in
+                        let count = min(buffer.count, available - offset)
+                        content.withUnsafeBytes {
+                            buffer.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: count)
+                        }
+                        offset += count
+                        return count
+                    }
+                }
+                #expect(error?.code == .sizeMismatch, "\(String(describing: error))")
+                #expect(error?.reason.contains(word) == true, "\(String(describing: error))")
+            }
+        }
+    }
+}

@@ -5,19 +5,20 @@ import Foundation
 
 /// Compresses one stream into a single raw deflate stream on several cores, the way pigz does.
 ///
-/// The input is cut into slices of ``sliceSize`` bytes. Each slice is compressed by a z_stream of its own, primed
+/// The input is cut into slices of ``sliceSize`` (64 KiB) bytes. Each slice is compressed by a z_stream of its own, primed
 /// with the 32 KiB of input before it (so matches reach back as far as in one stream, and the output is as small),
 /// and ends with a sync flush: an empty stored block that leaves the bit stream byte-aligned and not final. The last
 /// slice ends the stream. Laid end to end, the slices' outputs are one valid deflate stream that any inflater reads.
 ///
 /// The caller's thread reads each slice, hashes it (SHA-256, in order) and hands it to one of `workers` serial
 /// queues, round robin; each queue owns one z_stream and computes the slice's CRC-32, which the caller's thread
-/// combines in order while it emits the compressed slices, in order. A ring of `2 × workers + 1` slots bounds
-/// memory (about 330 KiB a slot, plus one z_stream of about 270 KiB a worker), whatever the stream's size.
+/// combines in order while it emits the compressed slices, in order. A ring of `workers + 2` slots (one slice per
+/// worker, one being read, one waiting to be written) bounds memory: about 160 KiB a slot, plus one z_stream of
+/// about 270 KiB a worker, whatever the stream's size.
 ///
 /// Not `Sendable`: one compression at a time, driven from one thread.
 final class ParallelDeflater {
-    static let sliceSize = 128 << 10
+    static let sliceSize = 64 << 10
     static let dictionarySize = 32 << 10
 
     /// The result of one compression.
@@ -108,7 +109,7 @@ final class ParallelDeflater {
         precondition((1...9).contains(level), "deflate level must be 1...9")
         let count = max(1, workers)
         self.workers = try (0..<count).map { try Worker(index: $0, level: level) }
-        slots = (0..<(2 * count + 1)).map { _ in Slot() }
+        slots = (0..<(count + 2)).map { _ in Slot() }
     }
 
     deinit {

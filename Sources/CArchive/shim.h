@@ -85,4 +85,64 @@ static inline unsigned int carchive_crc32_combine(unsigned int crcA, unsigned in
     return (unsigned int)crc32_combine((uLong)crcA, (uLong)crcB, (z_off_t)lengthB);
 }
 
+// One segment of a raw deflate stream, inflated on its own: a segment starts where the writer restarted deflate
+// (no dictionary, a new block at a byte boundary) and, unless it is the last, ends at a block boundary on a byte
+// boundary outside the final block, so inflating it alone gives exactly what inflating the whole stream gives there.
+typedef struct carchive_inflater { z_stream stream; } carchive_inflater;
+
+static inline carchive_inflater *carchive_inflater_new(void) {
+    carchive_inflater *inflater = (carchive_inflater *)calloc(1, sizeof(carchive_inflater));
+    if (inflater == NULL) return NULL;
+    if (inflateInit2(&inflater->stream, -15) != Z_OK) {
+        free(inflater);
+        return NULL;
+    }
+    return inflater;
+}
+
+static inline void carchive_inflater_free(carchive_inflater *inflater) {
+    if (inflater == NULL) return;
+    inflateEnd(&inflater->stream);
+    free(inflater);
+}
+
+// Inflates one segment into `output`. Returns the bytes produced, or
+//   -1  the data is not valid deflate (or reaches back before the segment's start),
+//   -2  it inflates to more than `outputCapacity` bytes,
+//   -3  it does not end where a segment must: the last must end the stream with no byte after it; the others must
+//       stop at a block boundary on a byte boundary, outside the final block, with every input byte used.
+static inline long carchive_inflate_segment(carchive_inflater *inflater, const void *input, unsigned int inputLength,
+                                            void *output, unsigned int outputCapacity, int last) {
+    z_stream *stream = &inflater->stream;
+    if (inflateReset(stream) != Z_OK) return -1;
+    stream->next_in = (Bytef *)(uintptr_t)input;
+    stream->avail_in = inputLength;
+    stream->next_out = (Bytef *)output;
+    stream->avail_out = outputCapacity;
+    int status = Z_OK;
+    // Z_BLOCK stops at every block boundary, so that data_type tells where the input ran out.
+    while (stream->avail_in > 0) {
+        status = inflate(stream, Z_BLOCK);
+        if (status == Z_STREAM_END) break;
+        if (status == Z_NEED_DICT || status == Z_DATA_ERROR || status == Z_MEM_ERROR || status == Z_STREAM_ERROR) {
+            return -1;
+        }
+        // Headers and the end of a block need no output space, so a full buffer is an overflow only when zlib
+        // can make no progress at all (inflate at TYPE with Z_BLOCK moves on: it skips the check on entry).
+        if (status == Z_BUF_ERROR) return -2;
+    }
+    // Z_BLOCK stops at the end of the final block too; the next call (no input needed) reports the stream's end.
+    if (status != Z_STREAM_END && (stream->data_type & 64) != 0 && (stream->data_type & 128) != 0) {
+        status = inflate(stream, Z_BLOCK);
+        if (status != Z_STREAM_END) return -1;
+    }
+    long produced = (long)(outputCapacity - stream->avail_out);
+    if (status == Z_STREAM_END) {
+        return (last && stream->avail_in == 0) ? produced : -3;
+    }
+    if (last) return -3;
+    int atBoundary = (stream->data_type & 128) != 0 && (stream->data_type & 64) == 0 && (stream->data_type & 7) == 0;
+    return atBoundary ? produced : -3;
+}
+
 #endif

@@ -12,6 +12,8 @@ struct EntryDigest: Equatable, Sendable {
     var name: String
     var size: Int64
     var sha256: String
+    /// Where the entry's deflate stream starts afresh, when ``ParallelDeflater`` made it.
+    var restarts: DocumentMetadata.DeflateRestarts? = nil
 }
 
 /// Streams a zip archive through libarchive whose first entry is a bare `mimetype` entry.
@@ -197,7 +199,8 @@ final class ArchiveWriter {
         let header = try sink.capture { try check(archive_write_header(handle, entry), "write the header of \(name)") }
         try sink.write(try Self.patchLocalHeader(header, size: UInt64(size), path: path, entry: name))
 
-        let deflater = try ParallelDeflater(level: deflateLevel, workers: compressionThreads)
+        let deflater = try ParallelDeflater(level: deflateLevel, workers: compressionThreads,
+                                            restartInterval: ParallelDeflater.restartInterval(forSize: size))
         var written: Int64 = 0
         let result: ParallelDeflater.Result
         do {
@@ -233,7 +236,7 @@ final class ArchiveWriter {
                                                     compressedSize: UInt64(written), path: path, entry: name))
         deflatedOutside[entryNames.count] = (result.crc32, UInt64(size))
         entryNames.append(name)
-        return EntryDigest(name: name, size: size, sha256: result.sha256)
+        return EntryDigest(name: name, size: size, sha256: result.sha256, restarts: result.restarts)
     }
 
     /// libarchive's local header of a stored entry of the declared bound, made that of a deflated entry of `size`

@@ -150,21 +150,31 @@ extension BundleReader {
             defer { try? output?.close() }  // Squash close error: a failed write was already reported.
             var written: UInt64 = 0
             var head: [UInt8] = []
-            while true {
-                let buffer = pipeline.acquire()
-                let count = try archive.read(into: buffer)
-                if count == 0 { break }
-                written += UInt64(count)
-                guard written <= entry.size else {
-                    throw DocumentError(.sizeMismatch, path: path, entry: name,
-                                        reason: "inflates to more than the \(entry.size) bytes its header declares (a zip bomb, or damage); stopped")
+            let digest: String
+            if let restarts = parallelRestarts(for: entry) {
+                // Inflated on every core from the restart points its writer recorded; libarchive skips the data.
+                digest = try inflateInParallel(entry, restarts: restarts) { chunk in
+                    written += UInt64(chunk.count)
+                    if head.count < 16 { head.append(contentsOf: chunk.prefix(16 - head.count)) }
+                    if let output, let outputPath { try FileSystem.writeAll(output, chunk, path: outputPath) }
                 }
-                let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
-                if head.count < 16 { head.append(contentsOf: chunk.prefix(16 - head.count)) }
-                if let output, let outputPath { try FileSystem.writeAll(output, chunk, path: outputPath) }
-                pipeline.submit(count)
+            } else {
+                while true {
+                    let buffer = pipeline.acquire()
+                    let count = try archive.read(into: buffer)
+                    if count == 0 { break }
+                    written += UInt64(count)
+                    guard written <= entry.size else {
+                        throw DocumentError(.sizeMismatch, path: path, entry: name,
+                                            reason: "inflates to more than the \(entry.size) bytes its header declares (a zip bomb, or damage); stopped")
+                    }
+                    let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+                    if head.count < 16 { head.append(contentsOf: chunk.prefix(16 - head.count)) }
+                    if let output, let outputPath { try FileSystem.writeAll(output, chunk, path: outputPath) }
+                    pipeline.submit(count)
+                }
+                digest = pipeline.finalize()
             }
-            let digest = pipeline.finalize()
             inflated += written
             guard written == entry.size else {
                 throw DocumentError(.sizeMismatch, path: path, entry: name,
@@ -184,6 +194,54 @@ extension BundleReader {
                                         path: path, entry: missing)
         }
         return inflated
+    }
+
+    /// The store entry's restart index when its segments can be inflated on several cores here; `nil` when the
+    /// entry is inflated in one stream by libarchive.
+    private func parallelRestarts(for entry: BundleEntry) -> DocumentMetadata.DeflateRestarts? {
+        guard entry.role == .store, entry.isCompressed, let restarts = metadata.store.deflateRestarts,
+              ParallelDeflater.availableCores > 1,
+              (ParallelInflater.minInterval...ParallelInflater.maxInterval).contains(restarts.interval)
+        else { return nil }
+        return restarts  // checked against the entry when the reader opened
+    }
+
+    /// Inflates `entry` on several cores; returns the SHA-256 of its bytes after checking their CRC-32.
+    private func inflateInParallel(_ entry: BundleEntry, restarts: DocumentMetadata.DeflateRestarts,
+                                   consume: (UnsafeRawBufferPointer) throws -> Void) throws -> String {
+        let descriptor = try FileSystem.openForReading(path)
+        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+        let result: ParallelInflater.Result
+        do {
+            let inflater = try ParallelInflater(workers: ParallelDeflater.availableCores, interval: restarts.interval)
+            result = try inflater.inflate(descriptor, dataOffset: entry.dataOffset, size: entry.size,
+                                          compressedSize: entry.compressedSize, restarts: restarts, consume: consume)
+        } catch let failure as ParallelInflater.Failure {
+            switch failure {
+            case .segment(let index, let status) where status == -2:
+                throw DocumentError(.sizeMismatch, path: path, entry: entry.name,
+                                    reason: "segment \(index) inflates to more than its share of the \(entry.size) bytes its header declares (a zip bomb, or damage); stopped")
+            case .segment(let index, let status) where status == -3:
+                throw DocumentError.corrupt("segment \(index) of the deflate stream does not end where the metadata's restart index says",
+                                            path: path, entry: entry.name)
+            case .segment(let index, _):
+                throw DocumentError.corrupt("segment \(index) of the deflate stream is not valid deflate data",
+                                            path: path, entry: entry.name)
+            case .segmentSize(let index, let produced, let expected):
+                throw DocumentError(.sizeMismatch, path: path, entry: entry.name,
+                                    reason: "segment \(index) inflates to \(produced) bytes, not \(expected); the bundle is damaged")
+            case .truncated:
+                throw DocumentError(.truncatedArchive, path: path, entry: entry.name,
+                                    reason: "the archive ends before the entry's data does; the bundle is truncated")
+            case .io(let errno):
+                throw DocumentError.io("cannot read the archive", path: path, errno: errno)
+            }
+        }
+        guard result.crc32 == entry.crc32 else {
+            throw DocumentError(.checksumMismatch, path: path, entry: entry.name,
+                                reason: "the entry's CRC-32 does not match its data; the bundle is damaged, restore it from a backup")
+        }
+        return result.sha256
     }
 
     /// Creates `directory` or checks that it is empty. Returns whether it was created.

@@ -22,6 +22,8 @@ public struct BundleEntry: Sendable, Equatable {
     /// Whether it is an explicit folder entry.
     public var isDirectory: Bool
     var role: BundleLayout.Role
+    /// Offset of its data (after the local header) in the file, once the local header has been checked.
+    var dataOffset: UInt64 = 0
 }
 
 /// Opens a bundle as hostile input and proves it is a well-formed document before anything is inflated.
@@ -276,6 +278,7 @@ public final class BundleReader: Sendable {
                                         reason: "has a data descriptor; its sizes must be in the local header")
                 }
             }
+            entries[index].dataOffset = dataStart
             previousEnd = dataEnd
             previousName = entry.name
         }
@@ -379,6 +382,16 @@ public final class BundleReader: Sendable {
                            entry: BundleLayout.store)
         }
         guard isSHA256(metadata.store.sha256) else { throw mismatch("'store.sha256' is not a SHA-256") }
+        if let restarts = metadata.store.deflateRestarts {
+            guard store.isCompressed else {
+                throw mismatch("'store.deflateRestarts' is given for a store entry that is not deflated",
+                               entry: BundleLayout.store)
+            }
+            if let problem = ParallelInflater.check(restarts, size: store.size, compressedSize: store.compressedSize) {
+                throw mismatch("'store.deflateRestarts' does not describe the entry: \(problem)",
+                               entry: BundleLayout.store)
+            }
+        }
         var listed: [String: DocumentMetadata.Entry] = [:]
         for entry in metadata.entries {
             guard listed.updateValue(entry, forKey: entry.name) == nil else {

@@ -137,7 +137,7 @@ public enum BundleWriter {
         result.store = DocumentMetadata.Store(
             entry: BundleLayout.store, size: storeDigest.size, sha256: storeDigest.sha256, pageSize: facts.pageSize,
             userVersion: facts.userVersion, applicationID: facts.applicationID,
-            schemaFingerprint: facts.schemaFingerprint)
+            schemaFingerprint: facts.schemaFingerprint, deflateRestarts: storeDigest.restarts)
         result.entries = entries
         let encodedMetadata = try result.encoded()
         try writer.addEntry(named: BundleLayout.metadata, bytes: encodedMetadata, compressed: compress)

@@ -62,6 +62,25 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
         public var applicationID: Int32?
         /// Lowercase hex SHA-256 of the schema (see ``StoreFacts/schemaFingerprint``).
         public var schemaFingerprint: String
+        /// Where the deflated store entry's stream starts afresh, when the writer made it so (optional).
+        public var deflateRestarts: DeflateRestarts? = nil
+    }
+
+    /// The points where a deflated entry's stream starts afresh: each segment of `interval` uncompressed bytes (the
+    /// last may be shorter) begins with a new deflate block at a byte boundary, without reaching back before it, and
+    /// every segment but the last ends at a block boundary on a byte boundary (a sync flush). A reader may inflate the
+    /// segments independently, on several cores; one that ignores this key inflates the stream as usual.
+    public struct DeflateRestarts: Codable, Sendable, Equatable {
+        /// Uncompressed bytes per segment, at least 64 KiB.
+        public var interval: Int64
+        /// For each segment, the offset of its first byte from the start of the entry's compressed data; the first
+        /// is 0, and they increase strictly.
+        public var offsets: [Int64]
+
+        public init(interval: Int64, offsets: [Int64]) {
+            self.interval = interval
+            self.offsets = offsets
+        }
     }
 
     /// The app's model as recorded in the document.

@@ -18,7 +18,7 @@ enum RefusalStep: String, Sendable, CustomTestStringConvertible {
 /// Takes `bundle` through `step` and checks that it is refused with one of `codes`, that the error names the bundle
 /// and `entry`, and that nothing was written anywhere but into `<directory>/out`, left empty or absent.
 @discardableResult
-private func expectRefusal(
+func expectRefusal(
     _ bundle: FilePath, in directory: FilePath, at step: RefusalStep = .open, codes: [DocumentError.Code],
     entries: [String?], limits: ReadingLimits = .default, sourceLocation: SourceLocation = #_sourceLocation
 ) throws -> DocumentError? {
@@ -46,7 +46,7 @@ private func expectRefusal(
 }
 
 @discardableResult
-private func expectRefusal(
+func expectRefusal(
     _ bundle: FilePath, in directory: FilePath, at step: RefusalStep = .open, code: DocumentError.Code,
     entry: String?, limits: ReadingLimits = .default, sourceLocation: SourceLocation = #_sourceLocation
 ) throws -> DocumentError? {
@@ -55,7 +55,7 @@ private func expectRefusal(
 }
 
 @discardableResult
-private func expectRefusal(
+func expectRefusal(
     _ bundle: FilePath, in directory: FilePath, at step: RefusalStep = .open, codes: [DocumentError.Code],
     entry: String?, limits: ReadingLimits = .default, sourceLocation: SourceLocation = #_sourceLocation
 ) throws -> DocumentError? {
@@ -64,7 +64,7 @@ private func expectRefusal(
 }
 
 /// The test's folder holds only the bundle and `out`, and `out` is empty or absent.
-private func expectNothingWrittenOutside(_ directory: FilePath, besides bundle: FilePath,
+func expectNothingWrittenOutside(_ directory: FilePath, besides bundle: FilePath,
                                  sourceLocation: SourceLocation = #_sourceLocation) throws {
     let names = try FileSystem.contentsOfDirectory(directory)
     #expect(Set(names).subtracting(["out"]) == [bundle.lastComponent!.string],

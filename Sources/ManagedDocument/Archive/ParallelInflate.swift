@@ -1,0 +1,204 @@
+import CArchive
+import Crypto
+import Dispatch
+import SystemPackage
+
+/// Inflates a deflated entry on several cores, using the restart points its writer recorded
+/// (``DocumentMetadata/DeflateRestarts``).
+///
+/// Each segment is read (`pread`) and inflated on its own by one of `workers` serial queues, round robin, each owning
+/// one z_stream, and checked there: it must be valid deflate that reaches back no further than its own start, give
+/// exactly its share of bytes, and end where a segment must (the last ends the stream with no byte after it; the
+/// others at a block boundary on a byte boundary, outside the final block). Inflated that way, the segments give
+/// exactly what inflating the whole stream in one go gives, so no other zip reader can see other bytes. The
+/// caller's thread takes the segments in order: SHA-256, the CRC-32 combined from the segments', and `consume`.
+/// A ring of `workers + 2` slots (one segment in and out each) bounds memory.
+///
+/// The index comes from the metadata and is untrusted: ``check(_:size:compressedSize:)`` refuses one that does not
+/// describe the entry before anything is read.
+///
+/// Not `Sendable`: one entry at a time, driven from one thread.
+final class ParallelInflater {
+    /// Segments larger than this are inflated in one stream by libarchive instead (memory stays bounded).
+    static let maxInterval: Int64 = 1 << 20
+    static let minInterval: Int64 = 64 << 10
+
+    enum Failure: Error {
+        /// The segment at this index is not what a segment must be (see ``carchive_inflate_segment``).
+        case segment(index: Int, status: Int)
+        /// The segment inflated to another size than its share.
+        case segmentSize(index: Int, produced: Int, expected: Int)
+        /// The file ended before the segment's bytes did.
+        case truncated(index: Int)
+        case io(Errno)
+    }
+
+    struct Result {
+        var crc32: UInt32
+        var sha256: String
+    }
+
+    /// The most compressed bytes a segment of `length` uncompressed bytes may take: what ``ParallelDeflater``'s
+    /// slices can take at most (a stored block's overhead is far below it).
+    static func compressedBound(forLength length: Int64) -> Int64 {
+        ParallelDeflater.compressedBound(forSize: length)
+    }
+
+    /// Whether the index describes an entry of `size` bytes deflated into `compressedSize` bytes; a reason when not.
+    static func check(_ restarts: DocumentMetadata.DeflateRestarts, size: UInt64, compressedSize: UInt64) -> String? {
+        let interval = restarts.interval
+        guard interval >= minInterval else { return "its interval of \(interval) bytes is below 64 KiB" }
+        let expectedCount = (size + UInt64(interval) - 1) / UInt64(interval)
+        guard size > 0, UInt64(restarts.offsets.count) == expectedCount else {
+            return "it has \(restarts.offsets.count) segments where \(expectedCount) of \(interval) bytes make the store"
+        }
+        guard restarts.offsets.first == 0 else { return "its first segment does not start at 0" }
+        for index in restarts.offsets.indices {
+            let start = restarts.offsets[index]
+            let end = index + 1 < restarts.offsets.count ? restarts.offsets[index + 1] : Int64(compressedSize)
+            guard start >= 0, end > start, UInt64(end) <= compressedSize else {
+                return "segment \(index) does not lie inside the entry's data"
+            }
+            let length = min(interval, Int64(size) - Int64(index) * interval)
+            guard end - start <= compressedBound(forLength: length) else {
+                return "segment \(index) takes \(end - start) bytes for \(length), more than deflate ever needs"
+            }
+        }
+        return nil
+    }
+
+    private final class Slot: @unchecked Sendable {  // written by one side at a time, handed over by `done`
+        let input: UnsafeMutableRawBufferPointer
+        let output: UnsafeMutableRawBufferPointer
+        let done = DispatchSemaphore(value: 0)
+        var index = 0
+        var fileOffset: UInt64 = 0
+        var inputLength = 0
+        var expected = 0
+        var isLast = false
+        var isPending = false
+        var produced = 0
+        var crc32: UInt32 = 0
+        var failure: Failure?
+
+        init(interval: Int) {
+            input = .allocate(byteCount: Int(ParallelInflater.compressedBound(forLength: Int64(interval))), alignment: 64)
+            output = .allocate(byteCount: interval, alignment: 64)
+        }
+
+        deinit {
+            input.deallocate()
+            output.deallocate()
+        }
+    }
+
+    private final class Worker: @unchecked Sendable {  // `inflater` is touched only on `queue`
+        let queue: DispatchQueue
+        let inflater: UnsafeMutablePointer<carchive_inflater>
+
+        init(index: Int) throws {
+            queue = DispatchQueue(label: "ManagedDocument.inflate.\(index)")
+            guard let inflater = carchive_inflater_new() else { throw Failure.segment(index: -1, status: -4) }
+            self.inflater = inflater
+        }
+
+        deinit { carchive_inflater_free(inflater) }
+
+        func inflate(_ slot: Slot, from descriptor: FileDescriptor) {
+            defer { slot.done.signal() }
+            slot.failure = nil
+            do {
+                var read = 0
+                while read < slot.inputLength {
+                    let count = try descriptor.read(
+                        fromAbsoluteOffset: Int64(slot.fileOffset) + Int64(read),
+                        into: UnsafeMutableRawBufferPointer(rebasing: slot.input[read..<slot.inputLength]))
+                    if count == 0 {
+                        slot.failure = .truncated(index: slot.index)
+                        return
+                    }
+                    read += count
+                }
+            } catch let error as Errno {
+                slot.failure = .io(error)
+                return
+            } catch {
+                slot.failure = .io(.ioError)
+                return
+            }
+            let status = carchive_inflate_segment(inflater, slot.input.baseAddress!, UInt32(slot.inputLength),
+                                                  slot.output.baseAddress!, UInt32(slot.expected), slot.isLast ? 1 : 0)
+            guard status >= 0 else {
+                slot.failure = .segment(index: slot.index, status: status)
+                return
+            }
+            guard status == slot.expected else {
+                slot.failure = .segmentSize(index: slot.index, produced: status, expected: slot.expected)
+                return
+            }
+            slot.produced = status
+            slot.crc32 = carchive_crc32(0, slot.output.baseAddress!, UInt32(status))
+        }
+    }
+
+    private let workers: [Worker]
+    private let slots: [Slot]
+    private let interval: Int
+
+    /// - Parameters:
+    ///   - workers: threads inflating at once (at least 1).
+    ///   - interval: the index's interval, at most ``maxInterval``.
+    init(workers: Int, interval: Int64) throws {
+        precondition(interval >= Self.minInterval && interval <= Self.maxInterval, "interval out of range")
+        let count = max(1, workers)
+        self.interval = Int(interval)
+        self.workers = try (0..<count).map { try Worker(index: $0) }
+        slots = (0..<(count + 2)).map { _ in Slot(interval: Int(interval)) }
+    }
+
+    deinit {
+        for slot in slots where slot.isPending { slot.done.wait() }  // no worker may still touch a buffer
+    }
+
+    /// Inflates the entry whose compressed data starts at `dataOffset` in `descriptor`, handing the bytes in order
+    /// to `consume`. The index must have passed ``check(_:size:compressedSize:)``.
+    func inflate(_ descriptor: FileDescriptor, dataOffset: UInt64, size: UInt64, compressedSize: UInt64,
+                 restarts: DocumentMetadata.DeflateRestarts,
+                 consume: (UnsafeRawBufferPointer) throws -> Void) throws -> Result {
+        var hasher = SHA256()
+        var crc: UInt32 = 0
+        let offsets = restarts.offsets
+        var submitted = 0
+        var emitted = 0
+
+        func submit() {
+            let slot = slots[submitted % slots.count]
+            let index = submitted
+            let start = offsets[index]
+            let end = index + 1 < offsets.count ? offsets[index + 1] : Int64(compressedSize)
+            slot.index = index
+            slot.fileOffset = dataOffset + UInt64(start)
+            slot.inputLength = Int(end - start)
+            slot.expected = Int(min(UInt64(interval), size - UInt64(index) * UInt64(interval)))
+            slot.isLast = index == offsets.count - 1
+            slot.isPending = true
+            let worker = workers[index % workers.count]
+            worker.queue.async { worker.inflate(slot, from: descriptor) }
+            submitted += 1
+        }
+
+        while emitted < offsets.count {
+            while submitted < offsets.count && submitted - emitted < slots.count { submit() }
+            let slot = slots[emitted % slots.count]
+            slot.done.wait()
+            slot.isPending = false
+            if let failure = slot.failure { throw failure }
+            let bytes = UnsafeRawBufferPointer(rebasing: slot.output[..<slot.produced])
+            hasher.update(bufferPointer: bytes)
+            crc = carchive_crc32_combine(crc, slot.crc32, slot.produced)
+            try consume(bytes)
+            emitted += 1
+        }
+        return Result(crc32: crc, sha256: hasher.finalize().hexString)
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+import SystemPackage
+import Testing
+@testable import ManagedDocument
+
+/// `store.deflateRestarts` lets a reader inflate the store on several cores; it comes from the metadata, so it is
+/// untrusted: an index that does not describe the entry is refused when the bundle opens, and one whose segments do
+/// not inflate as it says is refused while inflating, with nothing written outside the working place.
+@Suite("Deflate restart indexes: used to inflate on every core, refused when they lie")
+struct DeflateRestartTests {
+    /// A bundle whose store (about 3 MiB, a dozen segments) was deflated on two threads, with its restart index.
+    static func makeBundle(at bundle: FilePath, threads: Int = 2,
+                           compression: WritingOptions.Compression = .deflate(level: 6)) throws -> DocumentMetadata {
+        let work = bundle.removingLastComponent().appending(".store-\(UUID().uuidString)")
+        try FileSystem.createDirectory(work)
+        defer { try? FileSystem.removeTree(work) }  // Squash cleanup error of a test fixture.
+        let store = try Fixtures.makeStore(at: work.appending("store.sqlite"), rows: 9_000, blobSize: 200)
+        var options = WritingOptions(compression: compression)
+        options.compressionThreads = threads
+        return try BundleWriter.write(BundleContent(store: store), metadata: DocumentMetadata(), to: bundle,
+                                      options: options)
+    }
+
+    /// Rewrites the bundle's metadata with `edit` applied to `store.deflateRestarts` (as JSON), stored uncompressed.
+    static func editRestarts(of bundle: FilePath, _ edit: (inout [String: Any]) -> Void) throws {
+        let metadata = try BundleReader(at: bundle).metadata
+        var json = try #require(try JSONSerialization.jsonObject(with: Data(metadata.encoded())) as? [String: Any])
+        var store = try #require(json["store"] as? [String: Any])
+        var restarts = store["deflateRestarts"] as? [String: Any] ?? [:]
+        edit(&restarts)
+        store["deflateRestarts"] = restarts
+        json["store"] = store
+        let bytes = Array(try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys]))
+        var crc = CRC32()
+        crc.update(bytes)
+        try ZipSurgery.edit(bundle) { archive in
+            archive.modify(BundleLayout.metadata) { entry in
+                entry.localMethod = 0
+                entry.localFlags &= ~0x0008
+                entry.localCRC32 = crc.value
+                entry.localCompressedSize = UInt32(bytes.count)
+                entry.localUncompressedSize = UInt32(bytes.count)
+                entry.localExtra = []
+                entry.payload = bytes
+                entry.record.method = 0
+                entry.record.flags &= ~0x0008
+                entry.record.crc32 = crc.value
+                entry.record.compressedSize = UInt64(bytes.count)
+                entry.record.uncompressedSize = UInt64(bytes.count)
+            }
+        }
+    }
+
+    static func offsets(_ restarts: [String: Any]) -> [Int] { (restarts["offsets"] as? [Int]) ?? [] }
+
+    @Test("the writer records one restart per segment, and the store reads back through them byte for byte")
+    func indexIsRecorded() async throws {
+        try await withTemporaryDirectory { directory in
+            let bundle = directory.appending("Doc.mdz")
+            let metadata = try Self.makeBundle(at: bundle)
+            let restarts = try #require(metadata.store.deflateRestarts)
+            let reader = try BundleReader(at: bundle)
+            let entry = reader.storeEntry
+            #expect(restarts.interval == 256 << 10)
+            #expect(restarts.offsets.count == Int((entry.size + 262_143) / 262_144))
+            #expect(restarts.offsets.count >= 8, "the store spans several segments")
+            #expect(restarts.offsets.first == 0 && zip(restarts.offsets, restarts.offsets.dropFirst()).allSatisfy { $0 < $1 })
+            let extracted = try reader.extract(into: directory.appending("out"))
+            let theirs = directory.appending("theirs")
+            #expect(try run("unzip", ["-q", bundle.string, BundleLayout.store, "-d", theirs.string]).status == 0)
+            #expect(try Fixtures.bytes(of: extracted.store) == Fixtures.bytes(of: theirs.appending(BundleLayout.store)))
+            _ = try reader.verify(full: true)
+        }
+    }
+
+    @Test("a coarser index that still tells the truth (every other restart) is accepted")
+    func coarserIndex() async throws {
+        try await withTemporaryDirectory { directory in
+            let bundle = directory.appending("Doc.mdz")
+            try Self.makeBundle(at: bundle)
+            let before = try Fixtures.bytes(of: try BundleReader(at: bundle).extract(into: directory.appending("a")).store)
+            try Self.editRestarts(of: bundle) { restarts in
+                restarts["interval"] = 512 << 10
+                restarts["offsets"] = Self.offsets(restarts).enumerated().filter { $0.offset % 2 == 0 }.map(\.element)
+            }
+            let reader = try BundleReader(at: bundle)
+            #expect(reader.metadata.store.deflateRestarts?.interval == 512 << 10)
+            let after = try Fixtures.bytes(of: try reader.extract(into: directory.appending("b")).store)
+            #expect(after == before)
+        }
+    }
+
+    enum OpenLie: String, CaseIterable, CustomTestStringConvertible {
+        case missingSegment, firstNotZero, notIncreasing, pastTheEnd, tinyInterval, segmentTooLong, storedEntry
+        var testDescription: String { rawValue }
+    }
+
+    @Test("an index that does not describe the store entry is refused when the bundle opens", arguments: OpenLie.allCases)
+    func refusedAtOpen(_ lie: OpenLie) async throws {
+        try await withTemporaryDirectory { directory in
+            let bundle = directory.appending("Doc.mdz")
+            try Self.makeBundle(at: bundle, compression: lie == .storedEntry ? .store : .deflate(level: 6))
+            let storeEntry = try BundleReader(at: bundle).storeEntry
+            let compressedSize = Int(storeEntry.compressedSize), storeSize = Int(storeEntry.size)
+            try Self.editRestarts(of: bundle) { restarts in
+                var offsets = Self.offsets(restarts)
+                switch lie {
+                case .missingSegment: offsets.removeLast()
+                case .firstNotZero: offsets[0] = 1
+                case .notIncreasing: offsets[2] = offsets[1]
+                case .pastTheEnd: offsets[offsets.count - 1] = compressedSize + 10
+                case .tinyInterval: restarts["interval"] = 4096
+                case .segmentTooLong:
+                    // The right number of 64 KiB segments, but the first takes 200,000 bytes: no deflate needs that.
+                    restarts["interval"] = 64 << 10
+                    let count = (storeSize + 65_535) / 65_536
+                    offsets = [0] + (1..<count).map { 200_000 + $0 }
+                case .storedEntry:
+                    restarts["interval"] = 256 << 10
+                    offsets = [0, 100]
+                }
+                restarts["offsets"] = offsets
+            }
+            try expectRefusal(bundle, in: directory, at: .open, code: .metadataMismatch, entry: BundleLayout.store)
+        }
+    }
+
+    enum InflateLie: String, CaseIterable, CustomTestStringConvertible {
+        case shiftedOffset, indexOverOneStream, damagedSegment
+        var testDescription: String { rawValue }
+    }
+
+    @Test("an index whose segments do not inflate as it says is refused while inflating", arguments: InflateLie.allCases)
+    func refusedWhileInflating(_ lie: InflateLie) async throws {
+        guard ParallelDeflater.availableCores > 1 else {
+            print("skipped: one core, so the store is inflated in one stream and the index is not used")
+            return
+        }
+        try await withTemporaryDirectory { directory in
+            let bundle = directory.appending("Doc.mdz")
+            let metadata = try Self.makeBundle(at: bundle, threads: lie == .indexOverOneStream ? 1 : 2)
+            let entry = try BundleReader(at: bundle).storeEntry
+            switch lie {
+            case .shiftedOffset:
+                try Self.editRestarts(of: bundle) { restarts in
+                    var offsets = Self.offsets(restarts)
+                    offsets[3] += 1
+                    restarts["offsets"] = offsets
+                }
+            case .indexOverOneStream:
+                // libarchive's one stream has no restarts; an index spread evenly over it points into blocks.
+                #expect(metadata.store.deflateRestarts == nil)
+                let count = Int((entry.size + 262_143) / 262_144)
+                try Self.editRestarts(of: bundle) { restarts in
+                    restarts["interval"] = 256 << 10
+                    restarts["offsets"] = (0..<count).map { $0 * Int(entry.compressedSize) / count }
+                }
+            case .damagedSegment:
+                let offset = try #require(metadata.store.deflateRestarts).offsets[5] + 100
+                try ZipSurgery.edit(bundle) { archive in
+                    archive.modify(BundleLayout.store) { $0.payload[Int(offset)] ^= 0x5A }
+                }
+            }
+            try expectRefusal(bundle, in: directory, at: .extract,
+                              codes: [.corruptArchive, .sizeMismatch, .checksumMismatch], entry: BundleLayout.store)
+            try expectRefusal(bundle, in: directory, at: .verify,
+                              codes: [.corruptArchive, .sizeMismatch, .checksumMismatch], entry: BundleLayout.store)
+        }
+    }
+}

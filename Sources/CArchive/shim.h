@@ -145,4 +145,15 @@ static inline long carchive_inflate_segment(carchive_inflater *inflater, const v
     return atBoundary ? produced : -3;
 }
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+// Gives the heap's free pages back to the system; glibc keeps freed buffers of a few hundred KiB otherwise.
+static inline void carchive_release_freed_memory(void) {
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+}
+
 #endif

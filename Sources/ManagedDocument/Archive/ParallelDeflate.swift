@@ -113,8 +113,8 @@ final class ParallelDeflater {
         return interval
     }
 
-    private let workers: [Worker]
-    private let slots: [Slot]
+    private var workers: [Worker]
+    private var slots: [Slot]
     private let restartInterval: Int
 
     /// - Parameters:
@@ -132,6 +132,9 @@ final class ParallelDeflater {
 
     deinit {
         for slot in slots where slot.isPending { slot.done.wait() }  // no worker may still touch a buffer
+        slots = []
+        workers = []
+        releaseFreedMemory()  // the next phase (verify, extract) allocates afresh; keep the peak to one phase
     }
 
     /// Compresses exactly `size` bytes pulled from `read` (which returns 0 at the end) and hands the compressed bytes,

@@ -12,7 +12,7 @@ import SystemPackage
 /// others at a block boundary on a byte boundary, outside the final block). Inflated that way, the segments give
 /// exactly what inflating the whole stream in one go gives, so no other zip reader can see other bytes. The
 /// caller's thread takes the segments in order: SHA-256, the CRC-32 combined from the segments', and `consume`.
-/// A ring of `workers + 2` slots (one segment in and out each) bounds memory.
+/// A ring of `workers + 1` slots (one segment in and out each, about 520 KiB) bounds memory.
 ///
 /// The index comes from the metadata and is untrusted: ``check(_:size:compressedSize:)`` refuses one that does not
 /// describe the entry before anything is read.
@@ -141,8 +141,8 @@ final class ParallelInflater {
         }
     }
 
-    private let workers: [Worker]
-    private let slots: [Slot]
+    private var workers: [Worker]
+    private var slots: [Slot]
     private let interval: Int
 
     /// - Parameters:
@@ -153,11 +153,14 @@ final class ParallelInflater {
         let count = max(1, workers)
         self.interval = Int(interval)
         self.workers = try (0..<count).map { try Worker(index: $0) }
-        slots = (0..<(count + 2)).map { _ in Slot(interval: Int(interval)) }
+        slots = (0..<(count + 1)).map { _ in Slot(interval: Int(interval)) }
     }
 
     deinit {
         for slot in slots where slot.isPending { slot.done.wait() }  // no worker may still touch a buffer
+        slots = []
+        workers = []
+        releaseFreedMemory()  // the next phase (verify, extract) allocates afresh; keep the peak to one phase
     }
 
     /// Inflates the entry whose compressed data starts at `dataOffset` in `descriptor`, handing the bytes in order
@@ -201,4 +204,9 @@ final class ParallelInflater {
         }
         return Result(crc32: crc, sha256: hasher.finalize().hexString)
     }
+}
+
+/// Gives the heap's free pages back to the system (glibc keeps freed buffers of a few hundred KiB in the heap).
+func releaseFreedMemory() {
+    carchive_release_freed_memory()
 }

@@ -41,12 +41,12 @@ final class ArchiveWriter {
     ///   - modificationTime: seconds since 1970 recorded for every entry.
     ///   - forcesZIP64: write zip64 fields and end records even when no size needs them (for tests and for
     ///     readers that want to check their zip64 support).
-    ///   - compressionThreads: threads that deflate one large entry at once (``ParallelDeflater``); 1 leaves
-    ///     deflating to libarchive, on the calling thread.
+    ///   - compressionThreads: threads that deflate one large entry at once (``ParallelDeflater``); 0 leaves
+    ///     deflating to libarchive, in one plain stream on the calling thread.
     init(descriptor: FileDescriptor, path: FilePath, mediaType: String, deflateLevel: Int,
-         modificationTime: Int64, forcesZIP64: Bool = false, compressionThreads: Int = 1) throws {
+         modificationTime: Int64, forcesZIP64: Bool = false, compressionThreads: Int = 0) throws {
         precondition((0...9).contains(deflateLevel), "deflate level must be 0...9")
-        self.compressionThreads = max(1, compressionThreads)
+        self.compressionThreads = max(0, compressionThreads)
         guard let handle = archive_write_new() else { throw ArchiveFailure.outOfMemory }
         self.handle = handle  // from here on deinit frees it, even if init throws
         self.path = path
@@ -109,7 +109,7 @@ final class ArchiveWriter {
     /// stored, and their central records get the method, CRC-32 and size of the deflated entry they really are.
     private var deflatedOutside: [Int: (crc32: UInt32, size: UInt64)] = [:]
 
-    /// Entries at least this large are deflated on several threads when the writer has more than one.
+    /// Entries at least this large are deflated by ``ParallelDeflater`` when the writer has compression threads.
     static let parallelDeflateThreshold: Int64 = 1 << 20
 
     deinit { archive_write_free(handle) }
@@ -125,7 +125,7 @@ final class ArchiveWriter {
     func addEntry(named name: String, size: Int64, compressed: Bool,
                   read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> EntryDigest {
         precondition(!isFinished, "entry added after finish()")
-        if compressed && deflateLevel > 0 && compressionThreads > 1 && size >= Self.parallelDeflateThreshold {
+        if compressed && deflateLevel > 0 && compressionThreads > 0 && size >= Self.parallelDeflateThreshold {
             return try addParallelDeflatedEntry(named: name, size: size, read: read)
         }
         let entry = try makeEntry(named: name, size: size)
@@ -374,7 +374,7 @@ private final class Sink {
     var captured: [UInt8] = []
     var failure: (any Error)?
     private var buffer: [UInt8] = []
-    private let bufferLimit = 256 << 10
+    private let bufferLimit = 128 << 10
 
     init(descriptor: FileDescriptor, path: FilePath) {
         self.descriptor = descriptor

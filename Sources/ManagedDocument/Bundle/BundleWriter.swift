@@ -35,8 +35,10 @@ public struct WritingOptions: Sendable, Equatable {
     /// The entries' modification time. Default: now.
     public var modificationTime: Date?
     /// How many threads deflate one large entry (1 MiB or more) at once. Default: the cores this process may use,
-    /// at most 8. With 1, libarchive deflates every entry on the calling thread. The entry's bytes differ (slices
-    /// end at sync points) but any zip tool reads either; level and size are the same within a fraction of a percent.
+    /// at most 8. Such an entry is one deflate stream cut into slices that end at sync points and restart every
+    /// 128 KiB (recorded for the store in `store.deflateRestarts`, so readers can inflate it on every core too);
+    /// any zip tool reads it as one stream, and it is about 1 % larger than a plain stream. With 0,
+    /// libarchive deflates every entry itself, in one plain stream, on the calling thread.
     public var compressionThreads: Int = min(ParallelDeflater.availableCores, 8)
     /// Writes zip64 records even for small bundles (tests of zip64 readers).
     var forcesZIP64 = false

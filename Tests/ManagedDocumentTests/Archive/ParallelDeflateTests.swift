@@ -128,13 +128,13 @@ struct ParallelDeflateTests {
         }
     }
 
-    @Test("several threads give the bytes of one stream, within half a percent of its size")
+    @Test("slices on several threads give the bytes of libarchive's one stream, within 1.5 % of its size")
     func sameContentAsOneStream() async throws {
         try await withTemporaryDirectory { directory in
             let store = try Fixtures.makeStore(at: directory.appending("store.sqlite"), rows: 12_000, blobSize: 200)
             var sizes: [Int: UInt64] = [:]
             var digests: Set<String> = []
-            for threads in [1, 2] {
+            for threads in [0, 2] {
                 var options = WritingOptions(compression: .deflate(level: 6))
                 options.compressionThreads = threads
                 let bundle = directory.appending("Doc-\(threads).mdz")
@@ -147,8 +147,8 @@ struct ParallelDeflateTests {
                 digests.insert(metadata.store.sha256)
             }
             #expect(digests.count == 1, "one content, one SHA-256")
-            let ratio = Double(sizes[2]!) / Double(sizes[1]!)
-            #expect(ratio > 0.995 && ratio < 1.005, "sizes \(sizes)")
+            let ratio = Double(sizes[2]!) / Double(sizes[0]!)
+            #expect(ratio > 0.985 && ratio < 1.015, "sizes \(sizes)")
         }
     }
 

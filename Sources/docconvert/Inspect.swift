@@ -77,6 +77,9 @@ struct Inspect: ParsableCommand {
         print("  store:          \(formatBytes(UInt64(store.size))), page size \(store.pageSize), user_version \(store.userVersion)")
         print("  store SHA-256:  \(store.sha256)")
         print("  schema:         \(store.schemaFingerprint.prefix(16))…")
+        if let restarts = store.deflateRestarts {
+            print("  deflate:        \(restarts.offsets.count) segments of \(formatBytes(UInt64(restarts.interval))), inflated on every core")
+        }
         if let provenance = metadata.provenance {
             print("  converted from: \(provenance.fileName) (\(provenance.kind), \(formatBytes(UInt64(provenance.size)))) on \(dates.string(from: provenance.convertedAt))")
             if let coreData = provenance.coreData {

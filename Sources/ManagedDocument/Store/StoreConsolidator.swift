@@ -32,6 +32,8 @@ enum StoreConsolidator {
             defer { try? sourceQueue.close() }  // Squash close error of a read-only connection.
             var destinationConfiguration = Configuration()
             destinationConfiguration.label = "ManagedDocument.copy"
+            // Private scratch, packed into a bundle that is flushed and verified on its own: no flushes needed here.
+            destinationConfiguration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = OFF") }
             let copy = try DatabaseQueue(path: destination.string, configuration: destinationConfiguration)
             defer { try? copy.close() }  // Squash close error: the copy is checked below through its own reads.
             // The source's facts and the backup come from one read transaction: one consistent snapshot.

@@ -5,12 +5,13 @@ import Foundation
 
 /// Compresses one stream into a single raw deflate stream on several cores, the way pigz does.
 ///
-/// The input is cut into slices of ``sliceSize`` (64 KiB) bytes. Each slice is compressed by a z_stream of its own, primed
-/// with the 32 KiB of input before it (so matches reach back as far as in one stream, and the output is as small),
-/// and ends with a sync flush: an empty stored block that leaves the bit stream byte-aligned and not final. The last
-/// slice ends the stream. Laid end to end, the slices' outputs are one valid deflate stream that any inflater reads.
-/// Every ``restartInterval(forSize:)`` bytes a slice starts without a dictionary: the stream can be inflated from
-/// there on its own, so ``ParallelInflater`` can inflate the segments on several cores (about 1 % larger output at level 6).
+/// The input is cut into slices of ``sliceSize`` (64 KiB) bytes. Each slice is compressed by a z_stream of its own,
+/// primed with the 32 KiB of input before it (so matches reach back as far as in one stream, and the output is as
+/// small), and ends with a sync flush: an empty stored block that leaves the bit stream byte-aligned and not final.
+/// The last slice ends the stream. Laid end to end, the slices' outputs are one valid deflate stream that any
+/// inflater reads. Every ``restartInterval(forSize:)`` bytes a slice starts without a dictionary: the stream can be
+/// inflated from there on its own, so ``ParallelInflater`` can inflate the segments on several cores (the output is
+/// about 1 % larger at level 6).
 ///
 /// The caller's thread reads each slice, hashes it (SHA-256, in order) and hands it to one of `workers` serial
 /// queues, round robin; each queue owns one z_stream and computes the slice's CRC-32, which the caller's thread

@@ -31,6 +31,8 @@ final class ParallelInflater {
         /// The file ended before the segment's bytes did.
         case truncated(index: Int)
         case io(Errno)
+        /// zlib could not allocate an inflater.
+        case outOfMemory
     }
 
     struct Result {
@@ -98,7 +100,7 @@ final class ParallelInflater {
 
         init(index: Int) throws {
             queue = DispatchQueue(label: "ManagedDocument.inflate.\(index)")
-            guard let inflater = carchive_inflater_new() else { throw Failure.segment(index: -1, status: -4) }
+            guard let inflater = carchive_inflater_new() else { throw Failure.outOfMemory }
             self.inflater = inflater
         }
 

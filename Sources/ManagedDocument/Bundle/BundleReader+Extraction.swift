@@ -235,6 +235,9 @@ extension BundleReader {
                                     reason: "the archive ends before the entry's data does; the bundle is truncated")
             case .io(let errno):
                 throw DocumentError.io("cannot read the archive", path: path, errno: errno)
+            case .outOfMemory:
+                throw DocumentError(.ioFailure, path: path, entry: entry.name,
+                                    reason: "zlib could not allocate memory to inflate the entry; nothing was written")
             }
         }
         guard result.crc32 == entry.crc32 else {

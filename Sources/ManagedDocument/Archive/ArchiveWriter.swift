@@ -250,12 +250,9 @@ final class ArchiveWriter {
               header.count == ZipLocalHeader.fixedSize + fixed.nameLength + fixed.extraLength else {
             throw unexpected("not a stored entry with a data descriptor")
         }
-        func put<T: FixedWidthInteger>(_ value: T, at offset: Int) {
-            withUnsafeBytes(of: value.littleEndian) { for (i, byte) in $0.enumerated() { header[offset + i] = byte } }
-        }
-        put(max(header.readLE16(at: 4), 20), at: 4)  // version needed: 2.0, deflate (4.5 stays for zip64)
-        put(UInt16(8), at: 8)  // method: deflate
-        put(UInt32(0), at: 14)  // CRC-32: in the data descriptor
+        header.writeLE(max(header.readLE16(at: 4), 20), at: 4)  // version needed: 2.0, deflate (4.5 stays for zip64)
+        header.writeLE(UInt16(8), at: 8)  // method: deflate
+        header.writeLE(UInt32(0), at: 14)  // CRC-32: in the data descriptor
         let wide = fixed.compressedSize == UInt32.max
         if wide {
             // Sizes in the zip64 extra field: uncompressed, then compressed.
@@ -265,8 +262,8 @@ final class ArchiveWriter {
             while position + 4 <= end {
                 let id = header.readLE16(at: position), length = Int(header.readLE16(at: position + 2))
                 if id == 0x0001, length >= 16 {
-                    put(size, at: position + 4)
-                    put(UInt64(0), at: position + 12)
+                    header.writeLE(size, at: position + 4)
+                    header.writeLE(UInt64(0), at: position + 12)
                     patched = true
                 }
                 position += 4 + length
@@ -274,8 +271,8 @@ final class ArchiveWriter {
             guard patched else { throw unexpected("zip64 sizes without a zip64 extra field") }
         } else {
             guard size < UInt64(UInt32.max) else { throw unexpected("no zip64 field for a large entry") }
-            put(UInt32(0), at: 18)
-            put(UInt32(size), at: 22)
+            header.writeLE(UInt32(0), at: 18)
+            header.writeLE(UInt32(size), at: 22)
         }
         return header
     }
@@ -284,18 +281,15 @@ final class ArchiveWriter {
     static func patchDataDescriptor(_ bytes: [UInt8], crc32: UInt32, size: UInt64, compressedSize: UInt64,
                                     path: FilePath, entry: String) throws -> [UInt8] {
         var descriptor = bytes
-        func put<T: FixedWidthInteger>(_ value: T, at offset: Int) {
-            withUnsafeBytes(of: value.littleEndian) { for (i, byte) in $0.enumerated() { descriptor[offset + i] = byte } }
-        }
         switch descriptor.count {
         case 16 where descriptor.readLE32(at: 0) == 0x0807_4b50 && UInt64(descriptor.readLE32(at: 8)) == compressedSize:
             guard size < UInt64(UInt32.max) else { break }
-            put(crc32, at: 4)
-            put(UInt32(size), at: 12)
+            descriptor.writeLE(crc32, at: 4)
+            descriptor.writeLE(UInt32(size), at: 12)
             return descriptor
         case 24 where descriptor.readLE32(at: 0) == 0x0807_4b50 && descriptor.readLE64(at: 8) == compressedSize:
-            put(crc32, at: 4)
-            put(size, at: 16)
+            descriptor.writeLE(crc32, at: 4)
+            descriptor.writeLE(size, at: 16)
             return descriptor
         default:
             break

@@ -346,6 +346,13 @@ extension Array where Element == UInt8 {
         Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
     }
 
+    /// Overwrites `MemoryLayout<T>.size` bytes at `offset`, little-endian.
+    mutating func writeLE<T: FixedWidthInteger>(_ value: T, at offset: Int) {
+        Swift.withUnsafeBytes(of: value.littleEndian) { bytes in
+            for (index, byte) in bytes.enumerated() { self[offset + index] = byte }
+        }
+    }
+
     func readLE16(at offset: Int) -> UInt16 {
         UInt16(self[offset]) | UInt16(self[offset + 1]) << 8
     }

@@ -286,11 +286,3 @@ enum ZipSurgery {
     }
 }
 
-extension Array where Element == UInt8 {
-    /// Overwrites `MemoryLayout<T>.size` bytes at `offset`, little-endian.
-    mutating func writeLE<T: FixedWidthInteger>(_ value: T, at offset: Int) {
-        Swift.withUnsafeBytes(of: value.littleEndian) { bytes in
-            for (index, byte) in bytes.enumerated() { self[offset + index] = byte }
-        }
-    }
-}

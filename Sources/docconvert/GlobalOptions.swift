@@ -17,8 +17,10 @@ struct CompressionOptions: ParsableArguments {
     @Option(name: .long, help: "How entries are compressed: deflate or store.")
     var compression: Method = .deflate
 
-    @Option(name: .long, help: "Deflate level, 1 (fastest) to 9 (smallest).")
-    var level: Int = 6
+    @Option(name: .long, help: ArgumentHelp(
+        "Deflate level, 1 (fastest) to 9 (smallest).",
+        discussion: "Levels 1-3 use ISA-L (igzip), several times as fast as zlib; 4-9 use zlib (6 is zip's default)."))
+    var level: Int = WritingOptions.defaultDeflateLevel
 
     func validate() throws {
         guard (1...9).contains(level) else { throw ValidationError("--level must be between 1 and 9") }

@@ -41,8 +41,8 @@ final class ArchiveWriter {
     ///   - modificationTime: seconds since 1970 recorded for every entry.
     ///   - forcesZIP64: write zip64 fields and end records even when no size needs them (for tests and for
     ///     readers that want to check their zip64 support).
-    ///   - compressionThreads: threads that deflate one large entry at once (``ParallelDeflater``); 0 leaves
-    ///     deflating to libarchive, in one plain stream on the calling thread.
+    ///   - compressionThreads: threads that deflate one large entry at once (``ParallelDeflater``); 0 deflates on the
+    ///     calling thread: ISA-L's levels (1-3) in restartable slices, zlib's (4-9) by libarchive in one plain stream.
     init(descriptor: FileDescriptor, path: FilePath, mediaType: String, deflateLevel: Int,
          modificationTime: Int64, forcesZIP64: Bool = false, compressionThreads: Int = 0) throws {
         precondition((0...9).contains(deflateLevel), "deflate level must be 0...9")
@@ -109,7 +109,8 @@ final class ArchiveWriter {
     /// stored, and their central records get the method, CRC-32 and size of the deflated entry they really are.
     private var deflatedOutside: [Int: (crc32: UInt32, size: UInt64)] = [:]
 
-    /// Entries at least this large are deflated by ``ParallelDeflater`` when the writer has compression threads.
+    /// Entries at least this large are deflated by ``ParallelDeflater`` on several threads when the writer has
+    /// compression threads (smaller ones at ISA-L's levels 1-3 are deflated by it too, on the calling thread).
     static let parallelDeflateThreshold: Int64 = 1 << 20
 
     deinit { archive_write_free(handle) }
@@ -125,8 +126,14 @@ final class ArchiveWriter {
     func addEntry(named name: String, size: Int64, compressed: Bool,
                   read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> EntryDigest {
         precondition(!isFinished, "entry added after finish()")
-        if compressed && deflateLevel > 0 && compressionThreads > 0 && size >= Self.parallelDeflateThreshold {
-            return try addParallelDeflatedEntry(named: name, size: size, read: read)
+        if compressed && deflateLevel > 0 {
+            let isLarge = size >= Self.parallelDeflateThreshold
+            if isLarge && compressionThreads > 0 {
+                return try addDeflatedEntry(named: name, size: size, workers: compressionThreads, read: read)
+            }
+            if carchive_deflate_is_fast(Int32(deflateLevel)) != 0 {  // libarchive deflates with zlib only
+                return try addDeflatedEntry(named: name, size: size, workers: 0, read: read)
+            }
         }
         let entry = try makeEntry(named: name, size: size)
         defer { archive_entry_free(entry) }
@@ -182,7 +189,7 @@ final class ArchiveWriter {
         return entry
     }
 
-    /// Adds a deflated entry whose bytes ``ParallelDeflater`` compresses on several threads.
+    /// Adds a deflated entry whose bytes ``ParallelDeflater`` compresses: on `workers` threads, or on this one with 0.
     ///
     /// libarchive cannot take data that is already compressed, so it is told the entry is stored, with the
     /// compressed bound as its size (it writes any fewer bytes as they come and records the count it saw). Its
@@ -190,8 +197,8 @@ final class ArchiveWriter {
     /// ``finish()``: method 8, the CRC-32 and size of the uncompressed bytes, sizes deferred to the descriptor
     /// exactly as libarchive writes its own deflated entries. The bundle is re-read and inflated by libarchive
     /// before it takes its name, so a stream that does not inflate to these bytes never lands.
-    private func addParallelDeflatedEntry(named name: String, size: Int64,
-                                          read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> EntryDigest {
+    private func addDeflatedEntry(named name: String, size: Int64, workers: Int,
+                                  read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> EntryDigest {
         let declared = ParallelDeflater.compressedBound(forSize: size)
         let entry = try makeEntry(named: name, size: declared)
         defer { archive_entry_free(entry) }
@@ -199,8 +206,8 @@ final class ArchiveWriter {
         let header = try sink.capture { try check(archive_write_header(handle, entry), "write the header of \(name)") }
         try sink.write(try Self.patchLocalHeader(header, size: UInt64(size), path: path, entry: name))
 
-        let deflater = try ParallelDeflater(level: deflateLevel, workers: compressionThreads,
-                                            restartInterval: ParallelDeflater.restartInterval(forSize: size))
+        let deflater = try ParallelDeflater(level: deflateLevel, workers: workers,
+                                            restartInterval: ParallelDeflater.restartInterval(forSize: size), size: size)
         var written: Int64 = 0
         let result: ParallelDeflater.Result
         do {
@@ -236,7 +243,9 @@ final class ArchiveWriter {
                                                     compressedSize: UInt64(written), path: path, entry: name))
         deflatedOutside[entryNames.count] = (result.crc32, UInt64(size))
         entryNames.append(name)
-        return EntryDigest(name: name, size: size, sha256: result.sha256, restarts: result.restarts)
+        // > Restarts are recorded where readers gain from them: entries that readers inflate on several cores.
+        return EntryDigest(name: name, size: size, sha256: result.sha256,
+                           restarts: size >= Self.parallelDeflateThreshold ? result.restarts : nil)
     }
 
     /// libarchive's local header of a stored entry of the declared bound, made that of a deflated entry of `size`

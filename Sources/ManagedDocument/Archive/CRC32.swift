@@ -19,10 +19,10 @@ struct CRC32 {
     }
 }
 
-/// Whether deflating is worth it: a sample of the data (its first 64 KiB) shrinks by at least 5 % at level 1.
+/// Whether deflating is worth it: a sample of the data (its first 64 KiB) shrinks by at least 5 % at ISA-L's level 1.
 /// Already-compressed content (photos, archives) is stored instead, which is faster to write and to read.
 func isWorthDeflating(_ sample: UnsafeRawBufferPointer) -> Bool {
     guard let base = sample.baseAddress, sample.count >= 512 else { return true }
-    let deflated = carchive_deflated_size(base, UInt(sample.count), 1)
+    let deflated = carchive_deflated_size(base, UInt(sample.count))
     return deflated == 0 || Double(deflated) < Double(sample.count) * 0.95
 }

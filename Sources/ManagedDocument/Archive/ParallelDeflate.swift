@@ -5,24 +5,33 @@ import Foundation
 
 /// Compresses one stream into a single raw deflate stream on several cores, the way pigz does.
 ///
-/// The input is cut into slices of ``sliceSize`` (64 KiB) bytes. Each slice is compressed by a z_stream of its own,
-/// primed with the 32 KiB of input before it (so matches reach back as far as in one stream, and the output is as
-/// small), and ends with a sync flush: an empty stored block that leaves the bit stream byte-aligned and not final.
-/// The last slice ends the stream. Laid end to end, the slices' outputs are one valid deflate stream that any
-/// inflater reads. Every ``restartInterval(forSize:)`` bytes a slice starts without a dictionary: the stream can be
-/// inflated from there on its own, so ``ParallelInflater`` can inflate the segments on several cores (the output is
-/// about 1 % larger at level 6).
+/// The input is cut into slices (``sliceSize(forLevel:)``: 128 KiB for ISA-L's levels 1-3, 64 KiB for zlib's 4-9).
+/// Each slice is compressed by a stream of its own and ends with a sync flush: an empty stored block that leaves the
+/// bit stream byte-aligned and not final. The last slice ends the stream. Laid end to end, the slices' outputs are
+/// one valid deflate stream that any inflater reads. Every ``restartInterval(forSize:)`` bytes a slice starts without
+/// a dictionary: the stream can be inflated from there on its own, so ``ParallelInflater`` can inflate the segments
+/// on several cores. Other slices are primed with the 32 KiB of input before them, so matches reach back as far as in
+/// one stream (with ISA-L's 128 KiB slices every slice is a restart up to 2 GiB; the output is about 1 % larger
+/// than one stream's).
 ///
 /// The caller's thread reads each slice, hashes it (SHA-256, in order) and hands it to one of `workers` serial
-/// queues, round robin; each queue owns one z_stream and computes the slice's CRC-32, which the caller's thread
+/// queues, round robin; each queue owns one compressor and computes the slice's CRC-32, which the caller's thread
 /// combines in order while it emits the compressed slices, in order. A ring of `workers + 2` slots (one slice per
-/// worker, one being read, one waiting to be written) bounds memory: about 160 KiB a slot, plus one z_stream of
-/// about 270 KiB a worker, whatever the stream's size.
+/// worker, one being read, one waiting to be written) bounds memory: two slices and a dictionary a slot, plus one
+/// compressor (about 220 KiB for ISA-L, 270 KiB for zlib) a worker, whatever the stream's size. With no workers,
+/// the caller's thread compresses each slice itself, in one slot sized to the entry when it is smaller than a slice.
 ///
 /// Not `Sendable`: one compression at a time, driven from one thread.
 final class ParallelDeflater {
-    static let sliceSize = 64 << 10
     static let dictionarySize = 32 << 10
+    /// The smallest slice of any engine: ``compressedBound(forSize:)`` and restart intervals are counted in these.
+    static let minimumSliceSize = 64 << 10
+
+    /// Bytes per slice at a level: ISA-L compresses 128 KiB slices without a dictionary about as small as 64 KiB
+    /// slices primed with one, and much faster; zlib's slices stay at 64 KiB (pigz's scheme, less memory a slot).
+    static func sliceSize(forLevel level: Int) -> Int {
+        carchive_deflate_is_fast(Int32(level)) != 0 ? 128 << 10 : minimumSliceSize
+    }
 
     /// The result of one compression.
     struct Result {
@@ -46,6 +55,7 @@ final class ParallelDeflater {
     private final class Slot: @unchecked Sendable {  // fields are written by one side at a time, handed over by `done`
         let input: UnsafeMutableRawBufferPointer  // [dictionary | slice]
         let output: UnsafeMutableRawBufferPointer
+        let capacity: Int
         let done = DispatchSemaphore(value: 0)
         var dictionaryLength = 0
         var length = 0
@@ -55,9 +65,11 @@ final class ParallelDeflater {
         var compressedLength = 0
         var crc32: UInt32 = 0
 
-        init() {
-            input = .allocate(byteCount: ParallelDeflater.dictionarySize + ParallelDeflater.sliceSize, alignment: 64)
-            output = .allocate(byteCount: ParallelDeflater.outputCapacity, alignment: 64)
+        /// A slot for slices of up to `capacity` bytes.
+        init(capacity: Int) {
+            self.capacity = capacity
+            input = .allocate(byteCount: ParallelDeflater.dictionarySize + capacity, alignment: 64)
+            output = .allocate(byteCount: ParallelDeflater.outputCapacity(forSlice: capacity), alignment: 64)
         }
 
         deinit {
@@ -72,11 +84,12 @@ final class ParallelDeflater {
 
     /// A worker's zlib state; touched only on its own serial queue.
     private final class Worker: @unchecked Sendable {
-        let queue: DispatchQueue
+        /// `nil` for the caller's own thread.
+        let queue: DispatchQueue?
         let deflater: UnsafeMutablePointer<carchive_deflater>
 
-        init(index: Int, level: Int) throws {
-            queue = DispatchQueue(label: "ManagedDocument.deflate.\(index)")
+        init(index: Int?, level: Int) throws {
+            queue = index.map { DispatchQueue(label: "ManagedDocument.deflate.\($0)") }
             guard let deflater = carchive_deflater_new(Int32(level)) else { throw Failure.zlib(-4) }
             self.deflater = deflater
         }
@@ -94,12 +107,16 @@ final class ParallelDeflater {
         }
     }
 
-    static let outputCapacity = Int(carchive_deflate_slice_capacity(UInt(sliceSize)))
+    /// The output space that always holds one compressed slice of `length` bytes.
+    static func outputCapacity(forSlice length: Int) -> Int {
+        Int(carchive_deflate_slice_capacity(UInt(length)))
+    }
 
-    /// The most bytes ``compress(size:read:write:)`` can produce for `size` input bytes.
+    /// The most bytes ``compress(size:read:write:)`` can produce for `size` input bytes, whatever the engine (counted
+    /// in the smallest slices, whose overheads add up to the most).
     static func compressedBound(forSize size: Int64) -> Int64 {
-        let slices = max(1, (size + Int64(sliceSize) - 1) / Int64(sliceSize))
-        return slices * Int64(outputCapacity)
+        let slices = max(1, (size + Int64(minimumSliceSize) - 1) / Int64(minimumSliceSize))
+        return slices * Int64(outputCapacity(forSlice: minimumSliceSize))
     }
 
     /// The number of cores this process may use (its CPU affinity and cgroup quota included).
@@ -107,7 +124,7 @@ final class ParallelDeflater {
 
     /// Uncompressed bytes between two points where the stream starts afresh (no dictionary), so that a reader
     /// can inflate the segments on several cores: 128 KiB, or more for stores over 2 GiB, so that no stream has
-    /// more than 16,384 segments. Always a multiple of ``sliceSize``.
+    /// more than 16,384 segments. Always a multiple of every engine's ``sliceSize(forLevel:)``.
     static func restartInterval(forSize size: Int64) -> Int {
         var interval = 128 << 10
         while Int64(interval) * 16_384 < size { interval *= 2 }
@@ -117,18 +134,27 @@ final class ParallelDeflater {
     private var workers: [Worker]
     private var slots: [Slot]
     private let restartInterval: Int
+    private let sliceSize: Int
 
     /// - Parameters:
-    ///   - level: deflate level 1...9.
-    ///   - workers: threads compressing at once (at least 1).
-    ///   - restartInterval: uncompressed bytes between fresh starts, a multiple of ``sliceSize``.
-    init(level: Int, workers: Int, restartInterval: Int) throws {
+    ///   - level: deflate level 1...9 (1-3: ISA-L, 4-9: zlib).
+    ///   - workers: threads compressing at once; 0 compresses on the caller's thread.
+    ///   - restartInterval: uncompressed bytes between fresh starts, a multiple of ``sliceSize(forLevel:)``.
+    ///   - size: the stream's size, when known: no slot is larger than it needs to be.
+    init(level: Int, workers: Int, restartInterval: Int, size: Int64? = nil) throws {
         precondition((1...9).contains(level), "deflate level must be 1...9")
-        precondition(restartInterval > 0 && restartInterval % Self.sliceSize == 0, "restarts fall on slice boundaries")
+        let sliceSize = Self.sliceSize(forLevel: level)
+        precondition(restartInterval > 0 && restartInterval % sliceSize == 0, "restarts fall on slice boundaries")
         self.restartInterval = restartInterval
-        let count = max(1, workers)
-        self.workers = try (0..<count).map { try Worker(index: $0, level: level) }
-        slots = (0..<(count + 2)).map { _ in Slot() }
+        self.sliceSize = sliceSize
+        let capacity = Int(min(Int64(sliceSize), max(1, size ?? Int64(sliceSize))))
+        if workers > 0 {
+            self.workers = try (0..<workers).map { try Worker(index: $0, level: level) }
+            slots = (0..<(workers + 2)).map { _ in Slot(capacity: capacity) }
+        } else {
+            self.workers = [try Worker(index: nil, level: level)]
+            slots = [Slot(capacity: capacity)]
+        }
     }
 
     deinit {
@@ -166,8 +192,18 @@ final class ParallelDeflater {
         while !isFinished {
             if submitted - emitted == slots.count { try emitOldest() }
             let slot = slots[submitted % slots.count]
+            slot.isRestart = (submitted * sliceSize) % restartInterval == 0
+            if !slot.isRestart {
+                // > Before the slice is read: with one slot, the previous slice is the one about to be overwritten.
+                let previous = slots[(submitted - 1) % slots.count]
+                let tail = previous.input.baseAddress! + Self.dictionarySize + previous.length - Self.dictionarySize
+                slot.input.baseAddress!.copyMemory(from: tail, byteCount: Self.dictionarySize)
+                slot.dictionaryLength = Self.dictionarySize  // every slice but the last is full, so it has 32 KiB
+            } else {
+                slot.dictionaryLength = 0
+            }
             // Fill the slice completely (reads may come short) or up to the announced size.
-            let wanted = Int(min(Int64(Self.sliceSize), size - consumed))
+            let wanted = Int(min(Int64(slot.capacity), size - consumed))
             var length = 0
             let slice = slot.slice
             while length < wanted {
@@ -184,19 +220,14 @@ final class ParallelDeflater {
                 let extra = try withUnsafeMutableBytes(of: &probe) { try read($0) }
                 if extra != 0 { throw Failure.sizeMismatch(grew: true) }
             }
-            slot.isRestart = (submitted * Self.sliceSize) % restartInterval == 0
-            if !slot.isRestart {
-                let previous = slots[(submitted - 1) % slots.count]
-                let tail = previous.input.baseAddress! + Self.dictionarySize + previous.length - Self.dictionarySize
-                slot.input.baseAddress!.copyMemory(from: tail, byteCount: Self.dictionarySize)
-                slot.dictionaryLength = Self.dictionarySize  // every slice but the last is full, so it has 32 KiB
-            } else {
-                slot.dictionaryLength = 0
-            }
             hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: slice[..<length]))
             let worker = workers[submitted % workers.count]
             slot.isPending = true
-            worker.queue.async { worker.compress(slot) }
+            if let queue = worker.queue {
+                queue.async { worker.compress(slot) }
+            } else {
+                worker.compress(slot)
+            }
             submitted += 1
             isFinished = slot.isLast
         }

@@ -68,8 +68,8 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
         public var recovery = RecoveryPolicy.discard
         /// Where working copies live (see the WorkingCopy documentation); default `$TMPDIR/ManagedDocument-working`.
         public var workingDirectory: FilePath?
-        /// How saves compress the bundle. Default: deflate level 1, the fastest.
-        public var saving = WritingOptions(compression: .deflate(level: 1), replacesExisting: true)
+        /// How saves compress the bundle. Default: deflate at ``WritingOptions/defaultDeflateLevel``.
+        public var saving = WritingOptions(compression: .deflate, replacesExisting: true)
         /// The model of a document created by this open.
         public var model = DocumentMetadata.Model()
         /// The media type of a document created by this open.

@@ -37,11 +37,23 @@ struct ParallelDeflateTests {
     }
 
     enum Case: String, CaseIterable, CustomTestStringConvertible {
-        case level1TwoThreads, level6ThreeThreads, zip64TwoThreads
+        case level1TwoThreads, level2OneThread, level2CallingThread, level3TwoThreads, level6ThreeThreads
+        case zip64TwoThreads
         var testDescription: String { rawValue }
         var options: WritingOptions {
-            var options = WritingOptions(compression: .deflate(level: self == .level1TwoThreads ? 1 : 6))
-            options.compressionThreads = self == .level6ThreeThreads ? 3 : 2
+            let level = switch self {
+            case .level1TwoThreads: 1
+            case .level3TwoThreads: 3
+            case .level6ThreeThreads: 6
+            default: WritingOptions.defaultDeflateLevel
+            }
+            var options = WritingOptions(compression: .deflate(level: level))
+            options.compressionThreads = switch self {
+            case .level6ThreeThreads: 3
+            case .level2OneThread: 1
+            case .level2CallingThread: 0
+            default: 2
+            }
             options.forcesZIP64 = self == .zip64TwoThreads
             return options
         }
@@ -92,13 +104,16 @@ struct ParallelDeflateTests {
         }
     }
 
-    @Test("entries at and around slice boundaries, deflated on two threads, read back identical")
-    func sliceBoundaries() async throws {
+    @Test("entries at and around slice boundaries, deflated on two threads, read back identical",
+          arguments: [2, 6])
+    func sliceBoundaries(level: Int) async throws {
         try await withTemporaryDirectory { directory in
-            let slice = ParallelDeflater.sliceSize
+            let slice = ParallelDeflater.sliceSize(forLevel: level)
             let threshold = Int(ArchiveWriter.parallelDeflateThreshold)
-            let sizes = [threshold, threshold + 1, threshold + slice - 1, threshold + slice + 1,
+            var sizes = [threshold, threshold + 1, threshold + slice - 1, threshold + slice + 1,
                          3 * threshold + 17, threshold - 1]
+            // > Below the threshold ISA-L's levels deflate on the calling thread, in the same slices.
+            sizes += [0, 1, 700, slice - 1, slice, slice + 1, 2 * slice + 3]
             let store = try Fixtures.makeStore(at: directory.appending("store.sqlite"), rows: 20)
             let additional = directory.appending("AdditionalContent")
             try FileSystem.createDirectory(additional)
@@ -109,7 +124,7 @@ struct ParallelDeflateTests {
                 try Fixtures.write(bytes, to: additional.appending(name))
                 expected[BundleLayout.additionalContentPrefix + name] = bytes
             }
-            var options = WritingOptions(compression: .deflate(level: 6))
+            var options = WritingOptions(compression: .deflate(level: level))
             options.compressionThreads = 2
             let bundle = directory.appending("Doc.mdz")
             try BundleWriter.write(BundleContent(store: store, additionalContent: additional),
@@ -120,7 +135,7 @@ struct ParallelDeflateTests {
             #expect(try run("unzip", ["-q", bundle.string, "-d", out.string]).status == 0)
             for (name, bytes) in expected {
                 let entry = try #require(reader.entries.first { $0.name == name })
-                #expect(entry.isCompressed, "\(name) is deflated")
+                #expect(entry.isCompressed || bytes.isEmpty, "\(name) is deflated")
                 #expect(try Fixtures.bytes(of: out.appending(name)) == bytes, "\(name) reads back identical")
             }
             let unzip = try run("unzip", ["-t", bundle.string])
@@ -152,8 +167,62 @@ struct ParallelDeflateTests {
         }
     }
 
-    @Test("a source that grows or shrinks while it is deflated on several threads is refused, saying which")
-    func sourceChangesSize() async throws {
+    @Test("ISA-L's slices are the same bytes on any number of threads, a few percent larger than zlib's level 6")
+    func fastLevelsDeterministic() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try Fixtures.makeStore(at: directory.appending("store.sqlite"), rows: 12_000, blobSize: 200)
+            var streams: [Int: [UInt8]] = [:]
+            var sizes: [String: UInt64] = [:]
+            for (level, threads) in [(2, 0), (2, 1), (2, 3), (6, 2)] {
+                var options = WritingOptions(compression: .deflate(level: level))
+                options.compressionThreads = threads
+                let bundle = directory.appending("Doc-\(level)-\(threads).mdz")
+                try BundleWriter.write(BundleContent(store: store), metadata: DocumentMetadata(), to: bundle,
+                                       options: options)
+                let reader = try BundleReader(at: bundle)
+                _ = try reader.verify(full: true)
+                let entry = try #require(reader.entries.first { $0.role == .store })
+                sizes["\(level)-\(threads)"] = entry.compressedSize
+                if level == 2 {
+                    let bytes = try Fixtures.bytes(of: bundle)
+                    streams[threads] = Array(bytes[Int(entry.dataOffset)...].prefix(Int(entry.compressedSize)))
+                }
+            }
+            #expect(Set(streams.values).count == 1, "one deflate stream whatever the threads")
+            let ratio = Double(sizes["2-0"]!) / Double(sizes["6-2"]!)
+            #expect(ratio > 0.95 && ratio < 1.10, "sizes \(sizes)")
+        }
+    }
+
+    @Test("incompressible data deflated by ISA-L is stored in deflate's stored blocks and reads back identical")
+    func fastLevelsIncompressible() async throws {
+        try await withTemporaryDirectory { directory in
+            var generator = SeededGenerator(seed: 11)
+            let size = 3 * Int(ArchiveWriter.parallelDeflateThreshold) + 12_345
+            let bytes = (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let path = directory.appending("Archive.zip")
+            let descriptor = try FileDescriptor.open(path, .readWrite, options: [.create, .truncate],
+                                                     permissions: [.ownerReadWrite])
+            defer { try? descriptor.close() }  // Squash close error of a test file.
+            let writer = try ArchiveWriter(descriptor: descriptor, path: path, mediaType: BundleLayout.defaultMediaType,
+                                           deflateLevel: 2, modificationTime: 1_700_000_000, compressionThreads: 2)
+            try writer.addEntry(named: "AdditionalContent/random.bin", bytes: bytes, compressed: true)
+            try writer.addEntry(named: "AdditionalContent/small.bin", bytes: Array(bytes.prefix(70_000)),
+                                compressed: true)
+            try writer.finish()
+            let out = directory.appending("out")
+            let unzip = try run("unzip", ["-q", path.string, "-d", out.string])
+            #expect(unzip.status == 0, "\(unzip.output)")
+            #expect(try Fixtures.bytes(of: out.appending("AdditionalContent/random.bin")) == bytes)
+            #expect(try Fixtures.bytes(of: out.appending("AdditionalContent/small.bin")) == Array(bytes.prefix(70_000)))
+            let listing = try run("unzip", ["-v", path.string])
+            #expect(listing.output.contains("Defl:"), "\(listing.output)")
+        }
+    }
+
+    @Test("a source that grows or shrinks while it is deflated on several threads is refused, saying which",
+          arguments: [2, 6])
+    func sourceChangesSize(level: Int) async throws {
         try await withTemporaryDirectory { directory in
             let size = 3 * Int(ArchiveWriter.parallelDeflateThreshold) + 5
             let content = Self.compressibleBytes(count: size + 4096, seed: 3)
@@ -163,7 +232,7 @@ struct ParallelDeflateTests {
                                                          permissions: [.ownerReadWrite])
                 defer { try? descriptor.close() }  // Squash close error of a test file.
                 let writer = try ArchiveWriter(descriptor: descriptor, path: path,
-                                               mediaType: BundleLayout.defaultMediaType, deflateLevel: 6,
+                                               mediaType: BundleLayout.defaultMediaType, deflateLevel: level,
                                                modificationTime: 1_700_000_000, compressionThreads: 2)
                 var offset = 0
                 let error = #expect(throws: DocumentError.self) {

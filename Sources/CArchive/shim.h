@@ -5,12 +5,14 @@
 #include <archive_entry.h>
 #include <sys/stat.h>
 #include <zlib.h>
+#include <isa-l/crc.h>
+#include <isa-l/igzip_lib.h>
 #include <stdint.h>
 #include <stdlib.h>
 
-// zlib's crc32 under a name that does not depend on zlib's uLong typedefs.
+// zip's CRC-32 (zlib's crc32, same values), computed by ISA-L with carry-less multiplication where the CPU has it.
 static inline unsigned int carchive_crc32(unsigned int crc, const void *bytes, unsigned int length) {
-    return (unsigned int)crc32((uLong)crc, (const Bytef *)bytes, (uInt)length);
+    return (unsigned int)crc32_gzip_refl((uint32_t)crc, (const unsigned char *)bytes, (uint64_t)length);
 }
 
 // File-type macros in archive_entry.h are casts (`(__LA_MODE_T)0100000`), which Swift cannot import.
@@ -19,7 +21,6 @@ static inline unsigned int carchive_ae_ifdir(void) { return (unsigned int)AE_IFD
 static inline unsigned int carchive_ae_iflnk(void) { return (unsigned int)AE_IFLNK; }
 static inline unsigned int carchive_ae_ifmt(void) { return (unsigned int)AE_IFMT; }
 
-#include <isa-l/igzip_lib.h>
 
 // Deflate levels 1-3 are ISA-L's (igzip): several times as fast as zlib's, output a few percent larger than zlib's
 // level 6; levels 4-9 are zlib's. Both make ordinary deflate streams that every inflater reads.
@@ -226,6 +227,22 @@ static inline long carchive_inflate_segment(carchive_inflater *inflater, const v
     if (last) return -3;
     int atBoundary = (stream->data_type & 128) != 0 && (stream->data_type & 64) == 0 && (stream->data_type & 7) == 0;
     return atBoundary ? produced : -3;
+}
+
+#if defined(__linux__)
+// sync_file_range(2), declared by <fcntl.h> only under _GNU_SOURCE.
+extern int sync_file_range(int fd, long long offset, long long nbytes, unsigned int flags);
+#endif
+
+// Starts writing a range of a file's dirty pages to disk without waiting for it (Linux; elsewhere nothing), so that a
+// later fsync finds most of the file written. Returns 0, or -1 with errno.
+static inline int carchive_start_writeback(int descriptor, long long offset, long long length) {
+#if defined(__linux__)
+    return sync_file_range(descriptor, offset, length, 2 /* SYNC_FILE_RANGE_WRITE */);
+#else
+    (void)descriptor; (void)offset; (void)length;
+    return 0;
+#endif
 }
 
 #if defined(__GLIBC__)

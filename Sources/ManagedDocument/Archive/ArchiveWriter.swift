@@ -366,13 +366,22 @@ final class ArchiveWriter {
     }
 }
 
-/// Where libarchive's bytes go: a 1 MiB buffer in front of the file, or, while the directory is written, memory.
+/// Where libarchive's bytes go: a 128 KiB buffer in front of the file, or, while the directory is written, memory.
+///
+/// Every ``writebackInterval`` bytes that reach the file, the kernel is asked to start writing them to disk
+/// (`sync_file_range`, without waiting), so that the fsync before the rename finds most of the bundle on disk
+/// already instead of writing all of it then.
 private final class Sink {
+    static let writebackInterval: Int64 = 8 << 20
+
     let descriptor: FileDescriptor
     let path: FilePath
     var prefixLength: UInt64 = 0
     /// Bytes written to the file (or buffered for it) so far.
     private(set) var physicalOffset: UInt64 = 0
+    /// Bytes that reached the file, and how many of them were handed to the kernel's writeback.
+    private var fileOffset: Int64 = 0
+    private var writebackOffset: Int64 = 0
     var isCapturing = false
     var captured: [UInt8] = []
     var failure: (any Error)?
@@ -400,9 +409,19 @@ private final class Sink {
         physicalOffset += UInt64(bytes.count)
         if buffer.count + bytes.count > bufferLimit { try flush() }
         if bytes.count >= bufferLimit {
-            try FileSystem.writeAll(descriptor, bytes, path: path)
+            try writeToFile(bytes)
         } else {
             buffer.append(contentsOf: bytes)
+        }
+    }
+
+    private func writeToFile(_ bytes: UnsafeRawBufferPointer) throws {
+        try FileSystem.writeAll(descriptor, bytes, path: path)
+        fileOffset += Int64(bytes.count)
+        if fileOffset - writebackOffset >= Self.writebackInterval && getenv("MD_NO_WRITEBACK") == nil {
+            // > Only a hint: where the kernel cannot, the fsync before the rename writes everything as before.
+            _ = carchive_start_writeback(descriptor.rawValue, writebackOffset, fileOffset - writebackOffset)
+            writebackOffset = fileOffset
         }
     }
 
@@ -420,7 +439,7 @@ private final class Sink {
 
     func flush() throws {
         guard !buffer.isEmpty else { return }
-        try buffer.withUnsafeBytes { try FileSystem.writeAll(descriptor, $0, path: path) }
+        try buffer.withUnsafeBytes { try writeToFile($0) }
         buffer.removeAll(keepingCapacity: true)
     }
 }

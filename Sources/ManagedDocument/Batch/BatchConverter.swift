@@ -173,6 +173,9 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
         options.conversion.writing.compressionThreads = min(
             options.conversion.writing.compressionThreads,
             max(1, ParallelDeflater.availableCores / max(1, options.jobs)))
+        // The walk removes stale temporaries in every folder it lists; a conversion does not list its folder again
+        // (in a folder of n stores that would be n listings of n names).
+        options.conversion.removesStaleTemporaries = false
         self.options = options
         self.logger = logger
     }
@@ -239,13 +242,15 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
             thread.start()
         }
 
-        let walker = BatchWalker(root: root, backupDirectory: options.conversion.backupDirectory?.lexicallyNormalized(),
-                                 startedAt: startedAt)
+        let surveyor = BatchWalker(root: root, backupDirectory: options.conversion.backupDirectory?.lexicallyNormalized(),
+                                   startedAt: startedAt)
+        var walker = surveyor
+        walker.removesStaleTemporaries = !options.dryRun  // the conversions' walk cleans up; the survey only counts
         let survey = DispatchGroup()
         if options.survey {
             survey.enter()
             let thread = Thread { [self] in
-                walker.walk { candidate in
+                surveyor.walk { candidate in
                     guard !isCancelled, !progress.walkFinished else { return false }  // the walk knows the total now
                     guard options.shard.owns(candidate.relativePath) else { return true }
                     let bytes = Self.sourceBytes(candidate)

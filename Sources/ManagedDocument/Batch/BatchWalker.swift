@@ -30,7 +30,8 @@ enum BatchCandidate: Sendable {
 ///
 /// What it does not report, because each is part of something else or belongs to the converter:
 /// sidecars whose store exists (`NAME-wal`, `NAME-shm`, `NAME-journal`), Core Data support folders
-/// (`.STEM_SUPPORT`), the converter's own temporaries (`.NAME.*.partial`, `.NAME.*.partial.d`), document locks
+/// (`.STEM_SUPPORT`), the converter's own temporaries (`.NAME.*.partial`, `.NAME.*.partial.d`: removed when stale and
+/// ``removesStaleTemporaries`` is set), document locks
 /// (`.NAME.mdz.lock`), backup folders (`docconvert-backup`, and the configured one), the inside of packages, and
 /// bundles whose source is still beside them or that were written after `startedAt` (this run, or a worker running
 /// beside it, reports those with their source).
@@ -39,6 +40,9 @@ struct BatchWalker {
     var backupDirectory: FilePath?
     var startedAt: Date
     var bundleExtension = BundleLayout.defaultExtension
+    /// Whether temporaries left by crashed conversions (unlocked `.NAME.*.partial`, `.NAME.*.partial.d`) are removed
+    /// as the walk meets them.
+    var removesStaleTemporaries = false
 
     /// Calls `visit` for every candidate, in directory order, until it returns `false`.
     func walk(_ visit: (BatchCandidate) -> Bool) {
@@ -75,8 +79,14 @@ struct BatchWalker {
             }
             guard let component else { continue }  // "." and ".."
             let name = component.string
-            if name == "." || name == ".." || isOwnFile(name) { continue }
+            if name == "." || name == ".." { continue }
             let path = level.path.appending(component)
+            if isOwnFile(name) {
+                // > A crashed conversion's leftover is removed here, once, rather than by every conversion into this
+                // > folder listing it again; one in use keeps its lock and stays.
+                if removesStaleTemporaries { try? AtomicFile.removeIfStale(path) }
+                continue
+            }
             let relative = level.relative.isEmpty ? name : level.relative + "/" + name
             guard let status = try? FileSystem.status(path) else { continue }  // vanished since readdir
             if status.kind == .directory {

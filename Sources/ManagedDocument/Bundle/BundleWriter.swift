@@ -52,6 +52,9 @@ public struct WritingOptions: Sendable, Equatable {
     public var compressionThreads: Int = min(ParallelDeflater.availableCores, 8)
     /// Writes zip64 records even for small bundles (tests of zip64 readers).
     var forcesZIP64 = false
+    /// Whether the writer lists the destination's folder for temporaries that crashed writers left (off when the
+    /// caller has just done so, or a batch walk does it for every folder it lists).
+    var removesStaleTemporaries = true
 
     public init(compression: Compression = .deflate, replacesExisting: Bool = false) {
         if case .deflate(let level) = compression {
@@ -100,9 +103,11 @@ public enum BundleWriter {
     }
 
     /// ``write(_:metadata:to:options:)`` for a caller that has just inspected the store (and not changed it since):
-    /// its facts are used instead of opening the store once more.
+    /// its facts are used instead of opening the store once more. `beforeCommit` runs once the written bundle has
+    /// verified, before it takes its name; when it throws, the bundle is discarded and the destination unchanged.
     static func write(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
-                      options: WritingOptions, storeFacts: StoreFacts?) throws -> DocumentMetadata {
+                      options: WritingOptions, storeFacts: StoreFacts?,
+                      beforeCommit: () throws -> Void = {}) throws -> DocumentMetadata {
         let header = try StoreInspector.header(of: content.store)
         if StoreInspector.isWAL(header: header) {
             throw DocumentError(.storeInWALMode, path: content.store,
@@ -126,7 +131,8 @@ public enum BundleWriter {
 
         files.sort { $0.name < $1.name }
         let now = options.modificationTime ?? Date()
-        let atomic = try AtomicFile(target: target, replacing: options.replacesExisting)
+        let atomic = try AtomicFile(target: target, replacing: options.replacesExisting,
+                                    removingStale: options.removesStaleTemporaries)
         defer { atomic.discard() }
         let writer = try ArchiveWriter(descriptor: atomic.descriptor, path: target, mediaType: metadata.mediaType,
                                        deflateLevel: options.deflateLevel,
@@ -159,6 +165,7 @@ public enum BundleWriter {
 
         // Re-read what was written before it takes the destination's name.
         try BundleReader(at: atomic.temporaryPath).verifyEntries()
+        try beforeCommit()
         try atomic.commit()
         return result
     }

@@ -27,6 +27,9 @@ public struct ConversionOptions: Sendable {
     public var mediaType = BundleLayout.defaultMediaType
     /// The model recorded in the new document.
     public var model = DocumentMetadata.Model()
+    /// Whether the conversion lists the bundle's folder for temporaries that crashed conversions left. A batch walk
+    /// removes those as it meets them, so its conversions need not list every folder once per store.
+    var removesStaleTemporaries = true
 
     public init() {}
 }
@@ -136,14 +139,21 @@ public struct LegacyConverter: Sendable {
         let target = bundle ?? legacy.defaultBundlePath
         logger.debug("convert.start", metadata: ["source.path": "\(legacy.source)", "bundle.path": "\(target)"])
         // Whatever an earlier, interrupted run of this conversion left behind goes first.
-        try AtomicFile.removeStaleTemporaries(for: target)
+        if options.removesStaleTemporaries { try AtomicFile.removeStaleTemporaries(for: target) }
         if try FileSystem.exists(target) {
             return try resume(legacy, at: target, started: started)
         }
 
-        let scratch = try ScratchDirectory(besides: target)
+        let scratch = try ScratchDirectory(besides: target, removingStale: false)
         let snapshot = try SourceSnapshot.capture(legacy, into: scratch.path, busyTimeout: options.busyTimeout)
-        let recovered = try recover(snapshot.store, source: legacy.store)
+        var recovered = try recover(snapshot.store, source: legacy.store)
+        // The copy's integrity check: before anything is written for a small store; for a large one, on a thread of
+        // its own while the bundle is written aside, which takes its name only once the check has passed.
+        let storeSize = (try FileSystem.status(snapshot.store))?.size ?? 0
+        let check = CopyCheck(copy: snapshot.store, source: legacy.store, before: recovered.facts,
+                              inBackground: storeSize >= Self.backgroundCheckThreshold)
+        defer { _ = try? check.result() }  // the check reads the copy: it ends before the scratch folder goes
+        if !check.isInBackground { recovered.facts = try check.result() }
         var files = snapshot.files
         var warnings: [String] = []
 
@@ -193,7 +203,8 @@ public struct LegacyConverter: Sendable {
             warnings: warnings.isEmpty ? nil : warnings)
         let written = try BundleWriter.write(
             BundleContent(store: snapshot.store, externalData: legacy.externalData, additionalContent: additional),
-            metadata: metadata, to: target, options: writingOptions, storeFacts: recovered.facts)
+            metadata: metadata, to: target, options: writingOptions, storeFacts: recovered.facts,
+            beforeCommit: { recovered.facts = try check.result() })
         // External data is read twice (hashed, then packed): both reads must agree, or the source changed meanwhile.
         let packed = Dictionary(written.entries.map { ($0.name, $0.sha256) }, uniquingKeysWith: { first, _ in first })
         for file in files where file.name.contains("_EXTERNAL_DATA/") {
@@ -211,7 +222,7 @@ public struct LegacyConverter: Sendable {
             outcome: .converted, source: legacy.source.string, kind: kind,
             bundle: target.string, sourceBytes: metadata.provenance!.size,
             bundleBytes: (try FileSystem.status(target))?.size ?? 0, storeSHA256: written.store.sha256,
-            rowCounts: recovered.rowCounts, legacyPolicy: options.legacyPolicy,
+            rowCounts: recovered.facts.rowCounts, legacyPolicy: options.legacyPolicy,
             backupLocation: disposal.location?.string, disposedFiles: disposal.files, warnings: warnings,
             duration: Date().timeIntervalSince(started), sourceSHA256: metadata.provenance!.mainFileSHA256)
     }
@@ -219,37 +230,37 @@ public struct LegacyConverter: Sendable {
     private var writingOptions: WritingOptions {
         var writing = options.writing
         writing.replacesExisting = false
+        writing.removesStaleTemporaries = false  // done above, before anything was written
         return writing
     }
 
     // MARK: Recovery
 
+    /// Stores at least this large are checked while their bundle is written (see ``CopyCheck``).
+    static let backgroundCheckThreshold: Int64 = 4 << 20
+
     struct Recovered {
-        var rowCounts: [String: Int]
-        /// The self-contained copy's facts, as checked last.
-        var facts: StoreFacts?
+        /// The copy's facts: as SQLite read them after recovery, then as the integrity check found them.
+        var facts: StoreFacts
         var isCoreData: Bool
         var coreData: DocumentMetadata.CoreDataInfo?
     }
 
-    /// Lets SQLite recover the private copy, makes it self-contained, and checks that nothing was lost doing so.
+    /// Lets SQLite recover the private copy (replay its `-wal`, roll back a hot `-journal`), reads its facts, and
+    /// makes it self-contained (`journal_mode = DELETE`). ``CopyCheck`` then proves nothing was lost doing so.
     private func recover(_ copy: FilePath, source: FilePath) throws -> Recovered {
-        func damaged(_ error: DatabaseError) -> DocumentError {
-            let code: DocumentError.Code = error.resultCode == .SQLITE_NOTADB ? .notSQLite : .storeCorrupt
-            return DocumentError(code, path: source,
-                                 reason: "SQLite cannot read the store; it is damaged or truncated and was left exactly as it was",
-                                 underlyingError: error)
-        }
-        let before: StoreFacts
-        var recovered: Recovered
         do {
             var configuration = Configuration()
             configuration.label = "ManagedDocument.recover"
             // The copy is private scratch: after a crash it is discarded, never trusted, and the bundle made from
-            // it is flushed and verified on its own. So SQLite need not flush it (it did 7 times per store).
-            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = OFF") }
+            // it is flushed and verified on its own. So SQLite need not flush it (it did 7 times per store), and the
+            // connection keeps its lock throughout: no lock, journal and -wal checks around every statement, and
+            // the -wal's index lives in memory instead of a new -shm file.
+            configuration.prepareDatabase { db in
+                try db.execute(sql: "PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE")
+            }
             let queue = try DatabaseQueue(path: copy.string, configuration: configuration)
-            (before, recovered) = try queue.writeWithoutTransaction { db in
+            let recovered = try queue.writeWithoutTransaction { db in
                 let facts = try StoreInspector.facts(db)
                 let isCoreData = try CoreDataMetadata.isCoreDataStore(db)
                 let coreData = isCoreData ? try CoreDataMetadata.read(db) : nil
@@ -258,27 +269,16 @@ public struct LegacyConverter: Sendable {
                     throw DocumentError(.verificationFailed, path: source,
                                         reason: "SQLite could not make the copy self-contained (journal mode \(mode ?? "?")); nothing was changed")
                 }
-                return (facts, Recovered(rowCounts: facts.rowCounts, facts: nil, isCoreData: isCoreData, coreData: coreData))
+                return Recovered(facts: facts, isCoreData: isCoreData, coreData: coreData)
             }
             try queue.close()
+            return recovered
         } catch let error as DatabaseError {
-            throw damaged(error)
+            let code: DocumentError.Code = error.resultCode == .SQLITE_NOTADB ? .notSQLite : .storeCorrupt
+            throw DocumentError(code, path: source,
+                                reason: "SQLite cannot read the store; it is damaged or truncated and was left exactly as it was",
+                                underlyingError: error)
         }
-        let after: StoreFacts
-        do {
-            after = try StoreInspector.inspectSelfContained(copy, fullCheck: true)
-        } catch let error as DocumentError where error.code == .storeCorrupt || error.code == .notSQLite {
-            throw DocumentError(error.code, path: source,
-                                reason: "the store fails SQLite's integrity check; it was left exactly as it was (\(error.reason))",
-                                underlyingError: error.underlyingError)
-        }
-        guard after.rowCounts == before.rowCounts, after.schemaFingerprint == before.schemaFingerprint else {
-            throw DocumentError(.verificationFailed, path: source,
-                                reason: "the consolidated copy does not have the source's tables and row counts; nothing was changed")
-        }
-        recovered.rowCounts = after.rowCounts
-        recovered.facts = after
-        return recovered
     }
 
     private static func decodePlist(at path: FilePath, warnings: inout [String]) -> [String: JSONValue]? {

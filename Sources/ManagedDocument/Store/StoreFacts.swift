@@ -43,10 +43,17 @@ enum StoreInspector {
     static func isWAL(header: [UInt8]) -> Bool { header[18] == 2 || header[19] == 2 }
 
     /// Opens a store read-only. The caller makes sure it is not in WAL mode when the folder must not change.
-    static func openReadOnly(_ path: FilePath) throws -> DatabaseQueue {
+    ///
+    /// - Parameter isPrivate: the file is this process's own (a scratch copy): the connection keeps its lock from
+    ///   the first read to its close (`locking_mode = EXCLUSIVE`) instead of taking and dropping it, and checking for
+    ///   a journal, around every statement.
+    static func openReadOnly(_ path: FilePath, isPrivate: Bool = false) throws -> DatabaseQueue {
         var configuration = Configuration()
         configuration.readonly = true
         configuration.label = "ManagedDocument.inspect"
+        if isPrivate {
+            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE") }
+        }
         return try DatabaseQueue(path: path.string, configuration: configuration)
     }
 
@@ -86,7 +93,8 @@ enum StoreInspector {
         return messages == ["ok"] ? [] : messages
     }
 
-    /// Opens a store that must be a self-contained, non-WAL SQLite file and returns its facts after a check.
+    /// Opens a store that must be a self-contained, non-WAL SQLite file of this process's own (a scratch copy, an
+    /// extracted store) and returns its facts after a check.
     ///
     /// - Throws: ``DocumentError/Code/notSQLite``, ``DocumentError/Code/storeInWALMode`` or
     ///   ``DocumentError/Code/storeCorrupt``, naming `bundle` and `entry` when given.
@@ -98,7 +106,7 @@ enum StoreInspector {
                                 reason: "the store is in WAL mode, which a bundle must not be at rest")
         }
         do {
-            let queue = try openReadOnly(path)
+            let queue = try openReadOnly(path, isPrivate: true)
             return try queue.read { db in
                 let problems = try check(db, full: fullCheck)
                 guard problems.isEmpty else {

@@ -22,7 +22,8 @@ final class AtomicFile {
     private var isFinished = false
 
     /// Creates the temporary file beside `target`. With `replacing: false`, an existing target is an error.
-    init(target: FilePath, replacing: Bool) throws {
+    /// With `removingStale: false` the caller has removed stale temporaries itself (the folder is not listed again).
+    init(target: FilePath, replacing: Bool, removingStale: Bool = true) throws {
         self.target = target
         self.replacing = replacing
         let directory = target.removingLastComponent()
@@ -36,7 +37,7 @@ final class AtomicFile {
         guard FileSystem.isDirectory(directory.isEmpty ? "." : directory) else {
             throw DocumentError(.cannotCreate, path: target, reason: "its folder does not exist")
         }
-        try AtomicFile.removeStaleTemporaries(for: target)
+        if removingStale { try AtomicFile.removeStaleTemporaries(for: target) }
         let random = UUID().uuidString.prefix(8).lowercased()
         let temporaryPath = directory.appending(".\(name).\(random)\(AtomicFile.temporarySuffix)")
         do {
@@ -98,22 +99,28 @@ final class AtomicFile {
         let names: [String]
         do { names = try FileSystem.contentsOfDirectory(folder) } catch { return }  // unlistable: nothing to clean
         for candidate in names where candidate.hasPrefix(prefix) {
-            let path = folder.appending(candidate)
-            if candidate.hasSuffix(temporarySuffix), FileSystem.isRegularFile(path) {
-                if let descriptor = try? FileDescriptor.open(path, .readOnly, options: [.noFollow]) {
-                    defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
-                    if FileSystem.lockExclusively(descriptor, wait: false) { try FileSystem.removeFile(path) }
-                }
-            } else if candidate.hasSuffix(ScratchDirectory.suffix), FileSystem.isDirectory(path) {
-                let lock = path.appending(ScratchDirectory.lockName)
-                guard let descriptor = try? FileDescriptor.open(lock, .readOnly, options: [.noFollow]) else {
-                    // No lock file: its writer died between mkdir and creating the lock.
-                    if (try? FileSystem.contentsOfDirectory(path))?.isEmpty == true { try FileSystem.removeTree(path) }
-                    continue
-                }
+            try removeIfStale(folder.appending(candidate))
+        }
+    }
+
+    /// Deletes one temporary file (`….partial`) or scratch folder (`….partial.d`) when no live writer holds its
+    /// lock; anything else, or a temporary in use, is left alone.
+    static func removeIfStale(_ path: FilePath) throws {
+        guard let candidate = path.lastComponent?.string else { return }
+        if candidate.hasSuffix(temporarySuffix), FileSystem.isRegularFile(path) {
+            if let descriptor = try? FileDescriptor.open(path, .readOnly, options: [.noFollow]) {
                 defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
-                if FileSystem.lockExclusively(descriptor, wait: false) { try ScratchDirectory.remove(path) }
+                if FileSystem.lockExclusively(descriptor, wait: false) { try FileSystem.removeFile(path) }
             }
+        } else if candidate.hasSuffix(ScratchDirectory.suffix), FileSystem.isDirectory(path) {
+            let lock = path.appending(ScratchDirectory.lockName)
+            guard let descriptor = try? FileDescriptor.open(lock, .readOnly, options: [.noFollow]) else {
+                // No lock file: its writer died between mkdir and creating the lock.
+                if (try? FileSystem.contentsOfDirectory(path))?.isEmpty == true { try FileSystem.removeTree(path) }
+                return
+            }
+            defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+            if FileSystem.lockExclusively(descriptor, wait: false) { try ScratchDirectory.remove(path) }
         }
     }
 }
@@ -128,13 +135,14 @@ final class ScratchDirectory {
     let path: FilePath
     private let lock: FileDescriptor
 
-    init(besides target: FilePath) throws {
+    /// With `removingStale: false` the caller has removed stale temporaries itself (the folder is not listed again).
+    init(besides target: FilePath, removingStale: Bool = true) throws {
         let directory = target.removingLastComponent()
         let folder: FilePath = directory.isEmpty ? "." : directory
         guard let name = target.lastComponent?.string else {
             throw DocumentError(.cannotCreate, path: target, reason: "the destination has no file name")
         }
-        try AtomicFile.removeStaleTemporaries(for: target)
+        if removingStale { try AtomicFile.removeStaleTemporaries(for: target) }
         let random = UUID().uuidString.prefix(8).lowercased()
         let path = folder.appending(".\(name).\(random)\(ScratchDirectory.suffix)")
         if path.withPlatformString({ mkdir($0, 0o700) }) != 0 {

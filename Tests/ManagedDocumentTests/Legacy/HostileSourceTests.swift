@@ -68,6 +68,45 @@ struct HostileSourceTests {
         }
     }
 
+    @Test("a large store whose index lost rows fails integrity_check while its bundle is written; nothing lands")
+    func largeStoreFailsCheckInBackground() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appending("Large.sqlite")
+            try Fixtures.makeStore(at: path, rows: 16_000, blobSize: 300)
+            // Rows leave the table while SQLite does not know the index exists, so the index keeps their entries:
+            // row counts read the same before and after recovery, and only integrity_check can tell.
+            let queue = try DatabaseQueue(path: path.string)
+            let saved = try queue.writeWithoutTransaction { db in
+                let row = try Row.fetchOne(db, sql: "SELECT type, name, tbl_name, rootpage, sql FROM sqlite_master WHERE name = 'note_title'")
+                try db.execute(sql: """
+                    PRAGMA writable_schema = ON;
+                    DELETE FROM sqlite_master WHERE name = 'note_title';
+                    PRAGMA writable_schema = OFF;
+                    """)
+                return try #require(row)
+            }
+            try queue.close()
+            let second = try DatabaseQueue(path: path.string)
+            try second.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA foreign_keys = OFF; DELETE FROM note WHERE id % 97 = 0")
+                try db.execute(sql: "PRAGMA writable_schema = ON")
+                try db.execute(sql: "INSERT INTO sqlite_master VALUES (?, ?, ?, ?, ?)",
+                               arguments: [saved[0] as String, saved[1] as String, saved[2] as String,
+                                           saved[3] as Int, saved[4] as String])
+                try db.execute(sql: "PRAGMA writable_schema = OFF")
+            }
+            try second.close()
+            let size = try #require(try FileSystem.status(path)).size
+            #expect(size >= LegacyConverter.backgroundCheckThreshold, "the check must run beside the writer")
+            let before = try Fixtures.fileHashes(directory)
+
+            let error = #expect(throws: DocumentError.self) { try converter().convert(storeAt: path) }
+            #expect(error?.code == .storeCorrupt, "\(String(describing: error))")
+            #expect(error?.description.contains("integrity check") == true, "\(String(describing: error))")
+            #expect(try Fixtures.fileHashes(directory) == before, "no bundle, no temporary, the source as it was")
+        }
+    }
+
     @Test("a store another process is writing is reported busy after the timeout, and not touched", arguments: [
         "DELETE", "WAL",
     ])

@@ -1,0 +1,62 @@
+import Foundation
+import SystemPackage
+
+/// The check a consolidated copy must pass before its bundle may take its name: `PRAGMA integrity_check`, and the
+/// same schema and row count per table (and page size, `user_version`, `application_id`) as SQLite read right after
+/// recovering it.
+///
+/// For a large store the check runs on a thread of its own while the bundle is written aside, so that SQLite's walk
+/// of the copy and the packing overlap; nothing irreversible happens before ``result()`` has returned: the bundle
+/// is renamed into place only afterwards, and the legacy files are disposed of later still. A failed check
+/// discards the written temporary like any other failure.
+final class CopyCheck: @unchecked Sendable {  // `outcome` is written once, before `done` is signalled
+    let isInBackground: Bool
+    private var outcome: Result<StoreFacts, any Error>?
+    private let done = DispatchSemaphore(value: 0)
+    private var waited = false
+
+    /// Starts the check: on a new thread when `inBackground`, otherwise right here.
+    init(copy: FilePath, source: FilePath, before: StoreFacts, inBackground: Bool) {
+        isInBackground = inBackground
+        let run: @Sendable () -> Result<StoreFacts, any Error> = {
+            Result { try Self.check(copy, source: source, before: before) }
+        }
+        if inBackground {
+            let thread = Thread { [self] in
+                outcome = run()
+                done.signal()
+            }
+            thread.name = "ManagedDocument.check"
+            thread.stackSize = 1 << 20
+            thread.start()
+        } else {
+            outcome = run()
+            done.signal()
+        }
+    }
+
+    /// The copy's facts once the check has passed; waits for it to end. Throws the check's error.
+    func result() throws -> StoreFacts {
+        if !waited {
+            done.wait()
+            waited = true
+        }
+        return try outcome!.get()
+    }
+
+    private static func check(_ copy: FilePath, source: FilePath, before: StoreFacts) throws -> StoreFacts {
+        let after: StoreFacts
+        do {
+            after = try StoreInspector.inspectSelfContained(copy, fullCheck: true)
+        } catch let error as DocumentError where error.code == .storeCorrupt || error.code == .notSQLite {
+            throw DocumentError(error.code, path: source,
+                                reason: "the store fails SQLite's integrity check; it was left exactly as it was (\(error.reason))",
+                                underlyingError: error.underlyingError)
+        }
+        guard after == before else {
+            throw DocumentError(.verificationFailed, path: source,
+                                reason: "the consolidated copy does not have the source's tables and row counts; nothing was changed")
+        }
+        return after
+    }
+}

@@ -144,7 +144,7 @@ final class ArchiveWriter {
         }
         try check(archive_write_header(handle, entry), "write the header of \(name)")
 
-        let pipeline = ChunkPipeline()  // SHA-256 on a second thread while libarchive compresses
+        let pipeline = ChunkPipeline.forStream(ofSize: size)  // SHA-256 on a second thread while libarchive compresses
         var written: Int64 = 0
         while true {
             let buffer = pipeline.acquire()

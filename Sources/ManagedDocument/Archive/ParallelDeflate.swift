@@ -159,9 +159,12 @@ final class ParallelDeflater {
 
     deinit {
         for slot in slots where slot.isPending { slot.done.wait() }  // no worker may still touch a buffer
+        let wasLarge = slots.count > 1
         slots = []
         workers = []
-        releaseFreedMemory()  // the next phase (verify, extract) allocates afresh; keep the peak to one phase
+        // The next phase (verify, extract) allocates afresh; keep the peak to one phase. A small entry's buffers are
+        // left to malloc for the next entry: trimming after each would cost page faults per entry.
+        if wasLarge { releaseFreedMemory() }
     }
 
     /// Compresses exactly `size` bytes pulled from `read` (which returns 0 at the end) and hands the compressed bytes,

@@ -113,7 +113,9 @@ extension BundleReader {
         for entry in metadata.entries { expected[entry.name] = entry.sha256 }
 
         let archive = try ArchiveReader(path: path)
-        let pipeline = ChunkPipeline()  // SHA-256 on a second thread while the next chunk inflates
+        // SHA-256 on a second thread while the next chunk inflates (inline for a bundle of small entries).
+        let largest = entries.lazy.filter { $0.role != .mimetype && $0.role != .metadata }.map(\.size).max() ?? 0
+        let pipeline = ChunkPipeline.forStream(ofSize: Int64(clamping: largest))
         var seen = Set<String>()
         var inflated: UInt64 = 0
         while let header = try archive.nextEntry() {

@@ -21,12 +21,24 @@ final class ChunkPipeline: @unchecked Sendable {  // `hasher` is only touched on
     private let shared: Shared
     private var free: DispatchSemaphore { shared.free }
     private let queue = DispatchQueue(label: "ManagedDocument.sha256")
+    private let hashesInline: Bool
     private var next = 0
     private var acquired: UnsafeMutableRawBufferPointer?
 
-    init(buffers count: Int = 4, size: Int = ChunkPipeline.chunkSize) {
+    /// - Parameter hashesInline: hash on the caller's thread in ``submit(_:)`` (for streams of one chunk, where a
+    ///   second thread would only add a hand-over).
+    init(buffers count: Int = 4, size: Int = ChunkPipeline.chunkSize, hashesInline: Bool = false) {
         buffers = (0..<count).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 64) }
         shared = Shared(count: count)
+        self.hashesInline = hashesInline
+    }
+
+    /// A pipeline for a stream of about `size` bytes: one buffer of that size, hashed inline, when it fits in one
+    /// chunk (small files cost no large allocation and no second thread); the ring of four chunks otherwise.
+    static func forStream(ofSize size: Int64) -> ChunkPipeline {
+        guard size < Int64(chunkSize) else { return ChunkPipeline() }
+        // > One byte more than the stream, so the read that finds its end needs no second buffer.
+        return ChunkPipeline(buffers: 1, size: max(4096, Int(size) + 1), hashesInline: true)
     }
 
     deinit {
@@ -50,6 +62,11 @@ final class ChunkPipeline: @unchecked Sendable {  // `hasher` is only touched on
     func submit(_ count: Int) {
         guard let buffer = acquired else { preconditionFailure("submit() without acquire()") }
         acquired = nil
+        if hashesInline {
+            shared.hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            shared.free.signal()
+            return
+        }
         let start = UInt(bitPattern: buffer.baseAddress)
         queue.async { [shared] in
             shared.hasher.update(bufferPointer: UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: start), count: count))

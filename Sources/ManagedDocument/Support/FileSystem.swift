@@ -190,7 +190,9 @@ enum FileSystem {
             throw DocumentError(.cannotCreate, path: destination, reason: "cannot create the file", underlyingError: error)
         }
         defer { try? output.close() }  // Squash close error: callers check what they copied.
-        let pipeline = ChunkPipeline()
+        var info = stat()
+        let expected = fstat(input.rawValue, &info) == 0 ? Int64(info.st_size) : Int64(ChunkPipeline.chunkSize)
+        let pipeline = ChunkPipeline.forStream(ofSize: expected)
         var size: Int64 = 0
         while true {
             let buffer = pipeline.acquire()

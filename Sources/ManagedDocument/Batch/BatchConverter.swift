@@ -228,12 +228,16 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
             report(item)
         }
 
+        // Twice as many threads as jobs, `jobs` of them on the CPU at once: a conversion waiting for its fsync lets
+        // another one compute (see CPUTurns).
+        let turns = CPUTurns(count: max(1, options.jobs))
         let workers = DispatchGroup()
-        for number in 0..<max(1, options.jobs) {
+        for number in 0..<(2 * max(1, options.jobs)) {
             workers.enter()
             let thread = Thread { [self] in
                 while !isCancelled, let candidate = queue.pop() {
-                    if let item = process(candidate, startedAt: startedAt) { finish(item) }
+                    let item = turns.withTurn { isCancelled ? nil : process(candidate, startedAt: startedAt) }
+                    if let item { finish(item) }
                 }
                 workers.leave()
             }

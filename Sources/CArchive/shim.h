@@ -229,6 +229,54 @@ static inline long carchive_inflate_segment(carchive_inflater *inflater, const v
     return atBoundary ? produced : -3;
 }
 
+// One zip entry's raw deflate stream, inflated by ISA-L as it is read (entries without restart points). The caller
+// feeds the entry's compressed bytes in order and takes the output; the stream must end exactly at the entry's end.
+typedef struct carchive_stream_inflater { struct inflate_state state; } carchive_stream_inflater;
+
+static inline carchive_stream_inflater *carchive_stream_inflater_new(void) {
+    carchive_stream_inflater *inflater = (carchive_stream_inflater *)malloc(sizeof(carchive_stream_inflater));
+    if (inflater != NULL) isal_inflate_init(&inflater->state);
+    return inflater;
+}
+
+static inline void carchive_stream_inflater_free(carchive_stream_inflater *inflater) { free(inflater); }
+
+// Starts a new stream.
+static inline void carchive_stream_inflater_reset(carchive_stream_inflater *inflater) {
+    isal_inflate_reset(&inflater->state);
+}
+
+// Hands the next compressed bytes to the inflater; they must stay in place until it has taken them all.
+static inline void carchive_stream_inflater_feed(carchive_stream_inflater *inflater, const void *input,
+                                                 unsigned int length) {
+    inflater->state.next_in = (uint8_t *)(uintptr_t)input;
+    inflater->state.avail_in = length;
+}
+
+// Compressed bytes fed and not yet taken.
+static inline unsigned int carchive_stream_inflater_pending(const carchive_stream_inflater *inflater) {
+    return inflater->state.avail_in;
+}
+
+// Inflates into `output`; returns the bytes produced, or -1 when the data is not valid deflate. Sets *finished when
+// the stream has ended and all of its output has been produced.
+static inline long carchive_stream_inflate(carchive_stream_inflater *inflater, void *output,
+                                           unsigned int outputCapacity, int *finished) {
+    struct inflate_state *state = &inflater->state;
+    state->next_out = (uint8_t *)output;
+    state->avail_out = outputCapacity;
+    int status = isal_inflate(state);
+    if (status < 0) return -1;
+    *finished = state->block_state == ISAL_BLOCK_FINISH;
+    return (long)(outputCapacity - state->avail_out);
+}
+
+// After the stream has ended: whether any whole byte of the fed input lies beyond it (read ahead, or not taken).
+static inline int carchive_stream_inflater_has_trailing_bytes(const carchive_stream_inflater *inflater) {
+    const struct inflate_state *state = &inflater->state;
+    return state->avail_in > 0 || state->read_in_length >= 8 || state->tmp_in_size > 0;
+}
+
 #if defined(__linux__)
 // sync_file_range(2), declared by <fcntl.h> only under _GNU_SOURCE.
 extern int sync_file_range(int fd, long long offset, long long nbytes, unsigned int flags);

@@ -5,13 +5,15 @@ import Darwin
 #endif
 import Dispatch
 
-/// Turns on the CPU for a batch's conversions: at most `count` of them compute at once, but one that is waiting for
-/// the disk to flush its bundle (`fsync`) hands its turn to another conversion meanwhile.
+/// Turns on the CPU for a batch's conversions: at most `count` of them compute at once, but one that is waiting (for
+/// the disk to flush its bundle, for a lock another worker holds, for a busy store) hands its turn to another
+/// conversion meanwhile.
 ///
 /// A batch of small stores spends a fifth of its time in `fsync`; with one conversion per core, that time would
 /// leave the cores idle. The batch runs twice as many worker threads as jobs; each takes a turn before it starts an
-/// item and gives it back when the item is done, and ``waitingForDisk(_:)`` gives it back around a flush. Which turns
-/// a thread holds is thread-local, so the file-system layer needs no parameter for it.
+/// item and gives it back when the item is done, and ``whileWaiting(_:)`` gives it back around a wait. A wait must
+/// never hold a turn: the conversion it waits for may need one to finish. Which turn a thread holds is
+/// thread-local, so the file-system layer needs no parameter for it.
 final class CPUTurns: @unchecked Sendable {  // only the semaphore is shared
     private let semaphore: DispatchSemaphore
 
@@ -19,7 +21,7 @@ final class CPUTurns: @unchecked Sendable {  // only the semaphore is shared
         semaphore = DispatchSemaphore(value: max(1, count))
     }
 
-    /// Runs `body` (one item) holding a turn, with the turn known to ``waitingForDisk(_:)`` on this thread.
+    /// Runs `body` (one item) holding a turn, with the turn known to ``whileWaiting(_:)`` on this thread.
     func withTurn<T>(_ body: () throws -> T) rethrows -> T {
         semaphore.wait()
         pthread_setspecific(Self.key, Unmanaged.passUnretained(self).toOpaque())
@@ -30,9 +32,9 @@ final class CPUTurns: @unchecked Sendable {  // only the semaphore is shared
         return try body()
     }
 
-    /// Runs `body`, a wait for the disk, without the calling thread's turn (when it holds one), and takes a turn
-    /// again before returning.
-    static func waitingForDisk<T>(_ body: () throws -> T) rethrows -> T {
+    /// Runs `body`, a wait (a flush, a sleep before trying a lock again), without the calling thread's turn (when it
+    /// holds one), and takes a turn again before returning.
+    static func whileWaiting<T>(_ body: () throws -> T) rethrows -> T {
         guard let raw = pthread_getspecific(key) else { return try body() }
         let turns = Unmanaged<CPUTurns>.fromOpaque(raw).takeUnretainedValue()
         turns.semaphore.signal()

@@ -102,7 +102,8 @@ extension BundleReader {
         }
     }
 
-    /// Streams every entry through libarchive; entries for which `shouldWrite` is true go into `directory`.
+    /// Streams every entry (libarchive walks the headers, ``EntryReader`` or ``ParallelInflater`` reads the data);
+    /// entries for which `shouldWrite` is true go into `directory`.
     ///
     /// - Returns: the number of bytes inflated.
     @discardableResult
@@ -113,6 +114,11 @@ extension BundleReader {
         for entry in metadata.entries { expected[entry.name] = entry.sha256 }
 
         let archive = try ArchiveReader(path: path)
+        // libarchive walks the headers (it must see exactly the entries the directory lists); the data is read
+        // straight from the file at the offsets the reader validated, and inflated by ISA-L.
+        let file = try FileSystem.openForReading(path)
+        defer { try? file.close() }  // Squash close error of a read-only descriptor.
+        let reader = try EntryReader(descriptor: file, path: path, deflated: entries.contains { $0.isCompressed })
         // SHA-256 on a second thread while the next chunk inflates (inline for a bundle of small entries).
         let largest = entries.lazy.filter { $0.role != .mimetype && $0.role != .metadata }.map(\.size).max() ?? 0
         let pipeline = ChunkPipeline.forStream(ofSize: Int64(clamping: largest))
@@ -161,9 +167,10 @@ extension BundleReader {
                     if let output, let outputPath { try FileSystem.writeAll(output, chunk, path: outputPath) }
                 }
             } else {
+                reader.start(entry)
                 while true {
                     let buffer = pipeline.acquire()
-                    let count = try archive.read(into: buffer)
+                    let count = try reader.read(into: buffer)
                     if count == 0 { break }
                     written += UInt64(count)
                     guard written <= entry.size else {

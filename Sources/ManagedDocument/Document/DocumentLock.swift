@@ -57,7 +57,7 @@ final class DocumentLock: @unchecked Sendable {  // the descriptor is closed onc
                 return
             }
             guard Date() < deadline, !shouldStop() else { throw Self.inUse(bundle) }
-            usleep(20_000)
+            CPUTurns.whileWaiting { _ = usleep(20_000) }  // the holder may be a batch job that needs the turn
         }
     }
 

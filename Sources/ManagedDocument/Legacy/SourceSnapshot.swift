@@ -41,7 +41,7 @@ struct SourceSnapshot {
                 throw DocumentError(.storeBusy, path: legacy.store,
                                     reason: "another process has the store open or is writing it; close the app that uses it, or wait and try again (nothing was changed)")
             }
-            usleep(50_000)
+            CPUTurns.whileWaiting { _ = usleep(50_000) }
         }
     }
 

@@ -52,7 +52,7 @@ enum FileSystem {
 
     /// `fsync(2)` on an open descriptor.
     static func sync(_ descriptor: FileDescriptor, path: FilePath) throws {
-        if CPUTurns.waitingForDisk({ fsync(descriptor.rawValue) }) != 0 {
+        if CPUTurns.whileWaiting({ fsync(descriptor.rawValue) }) != 0 {
             throw DocumentError.io("cannot flush the file to disk", path: path, errno: Errno(rawValue: errno))
         }
     }
@@ -66,7 +66,7 @@ enum FileSystem {
             throw DocumentError.io("cannot open the folder to flush it", path: directory, errno: error)
         }
         defer { try? descriptor.close() }  // Squash close error: the fsync result is what counts.
-        if CPUTurns.waitingForDisk({ fsync(descriptor.rawValue) }) != 0 && errno != EINVAL {
+        if CPUTurns.whileWaiting({ fsync(descriptor.rawValue) }) != 0 && errno != EINVAL {
             throw DocumentError.io("cannot flush the folder to disk", path: directory, errno: Errno(rawValue: errno))
         }
     }

@@ -147,7 +147,7 @@ extension BundleReader {
                 let target = directory.appending(name)
                 try FileSystem.createDirectory(target.removingLastComponent())
                 do {
-                    output = try FileDescriptor.open(target, .writeOnly, options: [.create, .exclusiveCreate, .noFollow],
+                    output = try FileDescriptor.open(target, .writeOnly, options: [.create, .exclusiveCreate, .noFollow, .closeOnExec],
                                                      permissions: [.ownerReadWrite, .groupRead, .otherRead])
                 } catch let error as Errno {
                     throw DocumentError(.cannotCreate, path: target, entry: name,

@@ -76,7 +76,7 @@ public final class BundleReader: Sendable {
         self.limits = limits
         let descriptor: FileDescriptor
         do {
-            descriptor = try FileDescriptor.open(path, .readOnly)
+            descriptor = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec])
         } catch let error as Errno {
             if error == .noSuchFileOrDirectory {
                 throw DocumentError(.notFound, path: path, reason: "no such file", underlyingError: error)

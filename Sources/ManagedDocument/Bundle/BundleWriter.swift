@@ -105,8 +105,11 @@ public enum BundleWriter {
     /// ``write(_:metadata:to:options:)`` for a caller that has just inspected the store (and not changed it since):
     /// its facts are used instead of opening the store once more. `beforeCommit` runs once the written bundle has
     /// verified, before it takes its name; when it throws, the bundle is discarded and the destination unchanged.
+    ///
+    /// `completingMetadata` may change the metadata once the store is packed, given what was packed.
     static func write(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
                       options: WritingOptions, storeFacts: StoreFacts?,
+                      completingMetadata: (inout DocumentMetadata, EntryDigest) throws -> Void = { _, _ in },
                       beforeCommit: () throws -> Void = {}) throws -> DocumentMetadata {
         let header = try StoreInspector.header(of: content.store)
         if StoreInspector.isWAL(header: header) {
@@ -148,6 +151,7 @@ public enum BundleWriter {
         }
 
         var result = metadata
+        try completingMetadata(&result, storeDigest)
         result.format = BundleLayout.formatName
         result.formatVersion = BundleLayout.formatVersion
         result.modifiedAt = now

@@ -71,7 +71,7 @@ extension Document {
             guard let status = try FileSystem.status(folder), status.kind == .directory,
                   Date().timeIntervalSince1970 - status.modificationTime > age
             else { continue }  // young, or not a folder
-            guard let lock = try? FileDescriptor.open(folder.appending(".lock"), .readOnly, options: [.noFollow]) else {
+            guard let lock = try? FileDescriptor.open(folder.appending(".lock"), .readOnly, options: [.noFollow, .closeOnExec]) else {
                 // > No lock file: a removal cut short (the lock goes last), or a folder that is not a working copy.
                 let isEmpty = (try? FileSystem.contentsOfDirectory(folder))?.isEmpty ?? false
                 if isEmpty || FileSystem.isDirectory(folder.appending("content"))
@@ -180,7 +180,7 @@ extension Document {
     private static func lockWorkingCopy(_ copy: WorkingCopy) throws -> FileDescriptor {
         do {
             let descriptor = try FileDescriptor.open(copy.directory.appending(".lock"), .readWrite,
-                                                     options: [.create, .noFollow], permissions: [.ownerReadWrite])
+                                                     options: [.create, .noFollow, .closeOnExec], permissions: [.ownerReadWrite])
             _ = FileSystem.lockExclusively(descriptor, wait: false)
             return descriptor
         } catch let error as Errno {

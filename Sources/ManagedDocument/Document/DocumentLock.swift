@@ -66,7 +66,7 @@ final class DocumentLock: @unchecked Sendable {  // the descriptor is closed onc
         while true {
             let descriptor: FileDescriptor
             do {
-                descriptor = try FileDescriptor.open(path, .readWrite, options: [.create, .noFollow],
+                descriptor = try FileDescriptor.open(path, .readWrite, options: [.create, .noFollow, .closeOnExec],
                                                      permissions: [.ownerReadWrite, .groupRead, .otherRead])
             } catch let error as Errno {
                 throw DocumentError(.cannotCreate, path: bundle,

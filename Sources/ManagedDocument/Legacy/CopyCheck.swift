@@ -16,10 +16,12 @@ final class CopyCheck: @unchecked Sendable {  // `outcome` is written once, befo
     private var waited = false
 
     /// Starts the check: on a new thread when `inBackground`, otherwise right here.
-    init(copy: FilePath, source: FilePath, before: StoreFacts, inBackground: Bool) {
+    ///
+    /// - Parameter immutableURI: how to open a store read in place (``SourceSnapshot/isInPlace``).
+    init(copy: FilePath, source: FilePath, before: StoreFacts, inBackground: Bool, immutableURI: String? = nil) {
         isInBackground = inBackground
         let run: @Sendable () -> Result<StoreFacts, any Error> = {
-            Result { try Self.check(copy, source: source, before: before) }
+            Result { try Self.check(copy, source: source, before: before, immutableURI: immutableURI) }
         }
         if inBackground {
             let thread = Thread { [self] in
@@ -44,10 +46,11 @@ final class CopyCheck: @unchecked Sendable {  // `outcome` is written once, befo
         return try outcome!.get()
     }
 
-    private static func check(_ copy: FilePath, source: FilePath, before: StoreFacts) throws -> StoreFacts {
+    private static func check(_ copy: FilePath, source: FilePath, before: StoreFacts,
+                              immutableURI: String?) throws -> StoreFacts {
         let after: StoreFacts
         do {
-            after = try StoreInspector.inspectSelfContained(copy, fullCheck: true)
+            after = try StoreInspector.inspectSelfContained(copy, fullCheck: true, immutableURI: immutableURI)
         } catch let error as DocumentError where error.code == .storeCorrupt || error.code == .notSQLite {
             throw DocumentError(error.code, path: source,
                                 reason: "the store fails SQLite's integrity check; it was left exactly as it was (\(error.reason))",

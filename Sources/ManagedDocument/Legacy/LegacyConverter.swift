@@ -144,16 +144,35 @@ public struct LegacyConverter: Sendable {
             return try resume(legacy, at: target, started: started)
         }
 
-        let scratch = try ScratchDirectory(besides: target, removingStale: false)
-        let snapshot = try SourceSnapshot.capture(legacy, into: scratch.path, busyTimeout: options.busyTimeout)
-        var recovered = try recover(snapshot.store, source: legacy.store)
-        // The copy's integrity check: before anything is written for a small store; for a large one, on a thread of
-        // its own while the bundle is written aside, which takes its name only once the check has passed.
+        var scratchFolder: ScratchDirectory?
+        func scratch() throws -> FilePath {
+            if scratchFolder == nil { scratchFolder = try ScratchDirectory(besides: target, removingStale: false) }
+            return scratchFolder!.path
+        }
+        // A store that needs no recovery is read in place, under a lock, when SQLite can open it as immutable.
+        let immutableURI = StoreInspector.immutableURI(legacy.store)
+        var snapshot = try SourceSnapshot.capture(legacy, into: scratch, inPlaceAllowed: immutableURI != nil,
+                                                  busyTimeout: options.busyTimeout)
+        defer { snapshot.release() }
         let storeSize = (try FileSystem.status(snapshot.store))?.size ?? 0
-        let check = CopyCheck(copy: snapshot.store, source: legacy.store, before: recovered.facts,
-                              inBackground: storeSize >= Self.backgroundCheckThreshold)
-        defer { _ = try? check.result() }  // the check reads the copy: it ends before the scratch folder goes
-        if !check.isInBackground { recovered.facts = try check.result() }
+        let checksInBackground = storeSize >= Self.backgroundCheckThreshold
+        var recovered: Recovered
+        let check: CopyCheck?
+        if snapshot.isInPlace, let immutableURI {
+            recovered = try inspectInPlace(legacy.store, uri: immutableURI, fullCheck: !checksInBackground)
+            check = checksInBackground
+                ? CopyCheck(copy: legacy.store, source: legacy.store, before: recovered.facts, inBackground: true,
+                            immutableURI: immutableURI)
+                : nil
+        } else {
+            recovered = try recover(snapshot.store, source: legacy.store)
+            // The copy's integrity check: before anything is written for a small store; for a large one, on a thread
+            // of its own while the bundle is written aside, which takes its name only once the check has passed.
+            check = CopyCheck(copy: snapshot.store, source: legacy.store, before: recovered.facts,
+                              inBackground: checksInBackground)
+        }
+        defer { _ = try? check?.result() }  // the check reads the store: it ends before the lock or scratch goes
+        if let check, !check.isInBackground { recovered.facts = try check.result() }
         var files = snapshot.files
         var warnings: [String] = []
 
@@ -173,7 +192,7 @@ public struct LegacyConverter: Sendable {
                 packageMetadata = Self.decodePlist(at: plist, warnings: &warnings)
             }
             if !carried.isEmpty {
-                let folder = scratch.path.appending("AdditionalContent")
+                let folder = try scratch().appending("AdditionalContent")
                 for relative in carried.sorted() {
                     // The package's own AdditionalContent/ folder becomes the bundle's; other files go inside it.
                     let inBundle = relative.hasPrefix(BundleLayout.additionalContentPrefix)
@@ -204,7 +223,15 @@ public struct LegacyConverter: Sendable {
         let written = try BundleWriter.write(
             BundleContent(store: snapshot.store, externalData: legacy.externalData, additionalContent: additional),
             metadata: metadata, to: target, options: writingOptions, storeFacts: recovered.facts,
-            beforeCommit: { recovered.facts = try check.result() })
+            completingMetadata: { metadata, store in
+                // > Read in place, the main file's SHA-256 is that of the bytes just packed (one read, under the lock).
+                let files = try snapshot.completingMainFile(in: metadata.provenance?.files ?? [], sha256: store.sha256,
+                                                            size: store.size, legacy: legacy)
+                metadata.provenance?.files = files
+            },
+            beforeCommit: { if let check { recovered.facts = try check.result() } })
+        snapshot.release()  // writers may commit again: the bundle holds the state that was locked
+        let provenance = written.provenance!
         // External data is read twice (hashed, then packed): both reads must agree, or the source changed meanwhile.
         let packed = Dictionary(written.entries.map { ($0.name, $0.sha256) }, uniquingKeysWith: { first, _ in first })
         for file in files where file.name.contains("_EXTERNAL_DATA/") {
@@ -217,14 +244,14 @@ public struct LegacyConverter: Sendable {
         }
         logger.debug("convert.written", metadata: ["bundle.path": "\(target)", "bundle.sha256": "\(written.store.sha256)"])
 
-        let disposal = try dispose(legacy, provenance: metadata.provenance!)
+        let disposal = try dispose(legacy, provenance: provenance)
         return ConversionReport(
             outcome: .converted, source: legacy.source.string, kind: kind,
-            bundle: target.string, sourceBytes: metadata.provenance!.size,
+            bundle: target.string, sourceBytes: provenance.size,
             bundleBytes: (try FileSystem.status(target))?.size ?? 0, storeSHA256: written.store.sha256,
             rowCounts: recovered.facts.rowCounts, legacyPolicy: options.legacyPolicy,
             backupLocation: disposal.location?.string, disposedFiles: disposal.files, warnings: warnings,
-            duration: Date().timeIntervalSince(started), sourceSHA256: metadata.provenance!.mainFileSHA256)
+            duration: Date().timeIntervalSince(started), sourceSHA256: provenance.mainFileSHA256)
     }
 
     private var writingOptions: WritingOptions {
@@ -244,6 +271,33 @@ public struct LegacyConverter: Sendable {
         var facts: StoreFacts
         var isCoreData: Bool
         var coreData: DocumentMetadata.CoreDataInfo?
+    }
+
+    /// Reads a store in place (``SourceSnapshot/isInPlace``, so under the snapshot's lock) through one immutable,
+    /// read-only connection: its facts and Core Data metadata, and, with `fullCheck`, `PRAGMA integrity_check`.
+    private func inspectInPlace(_ store: FilePath, uri: String, fullCheck: Bool) throws -> Recovered {
+        do {
+            let queue = try StoreInspector.openReadOnly(store, immutableURI: uri)
+            let recovered = try queue.read { db in
+                if fullCheck {
+                    let problems = try StoreInspector.check(db, full: true)
+                    guard problems.isEmpty else {
+                        throw DocumentError(.storeCorrupt, path: store,
+                                            reason: "the store fails SQLite's integrity check; it was left exactly as it was (SQLite finds the store damaged: \(problems.prefix(3).joined(separator: "; ")))")
+                    }
+                }
+                let isCoreData = try CoreDataMetadata.isCoreDataStore(db)
+                return Recovered(facts: try StoreInspector.facts(db), isCoreData: isCoreData,
+                                 coreData: isCoreData ? try CoreDataMetadata.read(db) : nil)
+            }
+            try queue.close()
+            return recovered
+        } catch let error as DatabaseError {
+            let code: DocumentError.Code = error.resultCode == .SQLITE_NOTADB ? .notSQLite : .storeCorrupt
+            throw DocumentError(code, path: store,
+                                reason: "SQLite cannot read the store; it is damaged or truncated and was left exactly as it was",
+                                underlyingError: error)
+        }
     }
 
     /// Lets SQLite recover the private copy (replay its `-wal`, roll back a hot `-journal`), reads its facts, and

@@ -7,23 +7,42 @@ import Crypto
 import Foundation
 import SystemPackage
 
-/// A private copy of a legacy store's files, taken while no other process can commit to it.
+/// A legacy store's committed state, taken while no other process can commit to it: a private copy of its files,
+/// or the main file itself, read in place under a lock.
 ///
-/// The source is never opened through SQLite, so not one byte of it (not even a `-shm` read mark) changes. Instead,
 /// SQLite's own file-locking protocol (POSIX advisory locks on the database file, as its unix VFS takes them) is
-/// followed with open-file-description locks:
-/// - rollback-journal stores: a SHARED lock is held while the main file is copied, so no writer can commit
-///   meanwhile; a `-journal` is copied only when it is hot (no process holds the RESERVED lock), so SQLite rolls it
-///   back in the copy;
-/// - WAL stores: the copy is taken only when no process has the store open (nobody holds a lock on the `-shm`'s
-///   lock bytes), and the main file and `-wal` are copied; SQLite replays the `-wal` in the copy.
-/// A store that stays in use longer than the timeout is reported busy. SQLite then recovers the copy, which is
-/// exactly the state another SQLite connection would read.
+/// followed with open-file-description locks, and no byte of the source (not even a `-shm` read mark) changes:
+/// - rollback-journal stores: a SHARED lock is taken, so no writer can commit. When a `-journal` is hot (no process
+///   holds the RESERVED lock), the main file and the journal are copied and SQLite rolls the journal back in the
+///   copy. Otherwise the main file already is the committed state, and it is read in place (``isInPlace``): the lock
+///   is held until ``release()``, SQLite reads it as an immutable file (no lock of its own, no journal), and the
+///   bundle packs its bytes as they are;
+/// - WAL stores (the header says so, or a `-wal` is there, which SQLite would replay): the copy is taken only when
+///   no process has the store open (nobody holds a lock on the `-shm`'s lock bytes), and the main file and `-wal`
+///   are copied; SQLite replays the `-wal` in the copy.
+/// A store that stays in use longer than the timeout is reported busy. What is packed is exactly the state another
+/// SQLite connection would read.
 struct SourceSnapshot {
-    /// Every source file with its size and SHA-256, relative to the source's folder.
+    /// Every source file with its size and SHA-256, relative to the source's folder. In place, the main file's
+    /// SHA-256 is left empty: it is the packed store's (see ``completingMainFile(in:sha256:size:)``).
     var files: [DocumentMetadata.Entry]
-    /// The copied main file in the working folder.
+    /// The copied main file in the working folder, or the source's main file when read in place.
     var store: FilePath
+    /// In place: the source's main file, open, holding the SHARED lock that keeps every writer from committing.
+    private(set) var lock: FileDescriptor?
+
+    var isInPlace: Bool { lock != nil }
+
+    /// Lets writers commit again (in place); nothing otherwise.
+    mutating func release() {
+        try? lock?.close()  // Squash close error of a read-only descriptor; closing drops the lock.
+        lock = nil
+    }
+
+    /// The main file's name in ``files``.
+    static func mainFileName(of legacy: LegacyStore) -> String {
+        relativeName(legacy.store, in: legacy)
+    }
 
     // SQLite's unix VFS lock bytes (os_unix.c / os.h).
     static let pendingByte: Int64 = 0x4000_0000
@@ -33,10 +52,14 @@ struct SourceSnapshot {
     static let shmLockOffset: Int64 = 120  // WALINDEX_LOCK_OFFSET; the eight locks and the DMS byte follow
     static let shmLockCount: Int64 = 9
 
-    static func capture(_ legacy: LegacyStore, into directory: FilePath, busyTimeout: Double) throws -> SourceSnapshot {
+    /// Takes the snapshot; `directory` gives the private folder a copy goes into, only when one is needed.
+    ///
+    /// - Parameter inPlaceAllowed: a store that needs no recovery may be read in place.
+    static func capture(_ legacy: LegacyStore, into directory: () throws -> FilePath, inPlaceAllowed: Bool,
+                        busyTimeout: Double) throws -> SourceSnapshot {
         let deadline = Date().addingTimeInterval(busyTimeout)
         while true {
-            if let snapshot = try attempt(legacy, into: directory) { return snapshot }
+            if let snapshot = try attempt(legacy, into: directory, inPlaceAllowed: inPlaceAllowed) { return snapshot }
             guard Date() < deadline else {
                 throw DocumentError(.storeBusy, path: legacy.store,
                                     reason: "another process has the store open or is writing it; close the app that uses it, or wait and try again (nothing was changed)")
@@ -46,17 +69,18 @@ struct SourceSnapshot {
     }
 
     /// One try: `nil` when the store is in use right now.
-    private static func attempt(_ legacy: LegacyStore, into directory: FilePath) throws -> SourceSnapshot? {
-        for name in try FileSystem.contentsOfDirectory(directory) where name.hasPrefix("persistentStore") {
-            try FileSystem.removeFile(directory.appending(name))
-        }
+    private static func attempt(_ legacy: LegacyStore, into directory: () throws -> FilePath,
+                                inPlaceAllowed: Bool) throws -> SourceSnapshot? {
         let main = try FileSystem.openForReading(legacy.store)
-        defer { try? main.close() }  // Squash close error of a read-only descriptor (its locks go with it).
+        var keepsMainOpen = false
+        defer { if !keepsMainOpen { try? main.close() } }  // Squash close error of a read-only descriptor (its locks go with it).
         let header = try FileSystem.read(main, at: 0, count: 100, path: legacy.store)
         guard StoreInspector.hasSQLiteHeader(header), header.count == 100 else {
             throw DocumentError(.notSQLite, path: legacy.store, reason: "is not a SQLite database")
         }
-        let isWAL = StoreInspector.isWAL(header: header)
+        // > SQLite replays a -wal it finds even when the header says rollback journal: so is it taken here.
+        var isWAL = StoreInspector.isWAL(header: header)
+        if !isWAL, let wal = legacy.sidecar("-wal"), (try FileSystem.status(wal))?.size ?? 0 > 0 { isWAL = true }
         var copies: [(FilePath, String)] = [(legacy.store, "persistentStore")]
         if isWAL {
             if let shm = legacy.sidecar("-shm") {
@@ -77,7 +101,25 @@ struct SourceSnapshot {
                try !isLocked(main, start: reservedByte, length: 1, path: legacy.store),
                try isHotJournal(journal) {
                 copies.append((journal, "persistentStore-journal"))
+            } else if inPlaceAllowed {
+                // The main file is the committed state, and stays so while this lock is held: no copy.
+                var info = stat()
+                guard fstat(main.rawValue, &info) == 0 else {
+                    throw DocumentError.io("cannot read the store's status", path: legacy.store, errno: Errno(rawValue: errno))
+                }
+                var files = [DocumentMetadata.Entry(name: mainFileName(of: legacy), size: Int64(info.st_size), sha256: "")]
+                for sidecar in legacy.sidecars {
+                    let digest = try FileSystem.digest(of: sidecar)
+                    files.append(DocumentMetadata.Entry(name: relativeName(sidecar, in: legacy), size: digest.size,
+                                                        sha256: digest.sha256))
+                }
+                keepsMainOpen = true
+                return SourceSnapshot(files: files, store: legacy.store, lock: main)
             }
+        }
+        let directory = try directory()
+        for name in try FileSystem.contentsOfDirectory(directory) where name.hasPrefix("persistentStore") {
+            try FileSystem.removeFile(directory.appending(name))  // from an earlier try
         }
         var files: [DocumentMetadata.Entry] = []
         for (source, name) in copies {
@@ -97,7 +139,23 @@ struct SourceSnapshot {
             defer { try? shmDescriptor.close() }  // Squash close error of a read-only descriptor.
             if try isLocked(shmDescriptor, start: shmLockOffset, length: shmLockCount, path: shm) { return nil }
         }
-        return SourceSnapshot(files: files, store: directory.appending("persistentStore"))
+        return SourceSnapshot(files: files, store: directory.appending("persistentStore"), lock: nil)
+    }
+
+    /// `files` with the main file's SHA-256 (read in place) set to that of the bytes packed, which must be as many
+    /// as the file held when it was locked.
+    func completingMainFile(in files: [DocumentMetadata.Entry], sha256: String, size: Int64,
+                            legacy: LegacyStore) throws -> [DocumentMetadata.Entry] {
+        guard isInPlace else { return files }
+        let name = Self.mainFileName(of: legacy)
+        return try files.map { file in
+            guard file.name == name else { return file }
+            guard file.size == size else {
+                throw DocumentError(.verificationFailed, path: legacy.store,
+                                    reason: "the store changed size while it was locked and packed; nothing was changed, try again")
+            }
+            return DocumentMetadata.Entry(name: name, size: size, sha256: sha256)
+        }
     }
 
     /// The name recorded in the provenance: relative to a package, or the file name beside a loose store.

@@ -42,19 +42,47 @@ enum StoreInspector {
     /// Whether the header's read and write versions say WAL (bytes 18 and 19 equal to 2).
     static func isWAL(header: [UInt8]) -> Bool { header[18] == 2 || header[19] == 2 }
 
+    /// Whether this process's SQLite reads `file:` URIs in file names (built with `SQLITE_USE_URI`, as Debian's and
+    /// most distributions' are); ``immutableURI(_:)`` is only used when it does.
+    static let opensURIs: Bool = {
+        let used = try? DatabaseQueue().read { db in
+            try Bool.fetchOne(db, sql: "SELECT sqlite_compileoption_used('USE_URI')")
+        }
+        return used.flatMap { $0 } ?? false
+    }()
+
+    /// The `file:` URI that opens a store read-only as an immutable file: SQLite takes no lock and looks at no
+    /// journal. Only for a file whose committed state cannot change meanwhile (a lock of ours keeps writers out).
+    /// `nil` when SQLite does not read URIs, or the path has no faithful one.
+    static func immutableURI(_ path: FilePath) -> String? {
+        let text = path.string
+        guard opensURIs, FilePath(text) == path, !text.hasPrefix("//"), !text.isEmpty else { return nil }
+        var escaped = "file:"
+        for character in text.unicodeScalars {
+            switch character {
+            case "%": escaped += "%25"
+            case "?": escaped += "%3f"
+            case "#": escaped += "%23"
+            default: escaped.unicodeScalars.append(character)
+            }
+        }
+        return escaped + "?mode=ro&immutable=1"
+    }
+
     /// Opens a store read-only. The caller makes sure it is not in WAL mode when the folder must not change.
     ///
     /// - Parameter isPrivate: the file is this process's own (a scratch copy): the connection keeps its lock from
     ///   the first read to its close (`locking_mode = EXCLUSIVE`) instead of taking and dropping it, and checking for
     ///   a journal, around every statement.
-    static func openReadOnly(_ path: FilePath, isPrivate: Bool = false) throws -> DatabaseQueue {
+    /// - Parameter immutableURI: open this URI (``immutableURI(_:)``) instead of `path`.
+    static func openReadOnly(_ path: FilePath, isPrivate: Bool = false, immutableURI: String? = nil) throws -> DatabaseQueue {
         var configuration = Configuration()
         configuration.readonly = true
         configuration.label = "ManagedDocument.inspect"
-        if isPrivate {
+        if isPrivate && immutableURI == nil {
             configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE") }
         }
-        return try DatabaseQueue(path: path.string, configuration: configuration)
+        return try DatabaseQueue(path: immutableURI ?? path.string, configuration: configuration)
     }
 
     /// Facts about an open database.
@@ -98,15 +126,17 @@ enum StoreInspector {
     ///
     /// - Throws: ``DocumentError/Code/notSQLite``, ``DocumentError/Code/storeInWALMode`` or
     ///   ``DocumentError/Code/storeCorrupt``, naming `bundle` and `entry` when given.
+    ///
+    /// - Parameter immutableURI: how to open a store read in place (a legacy store under the converter's lock).
     static func inspectSelfContained(_ path: FilePath, fullCheck: Bool, bundle: FilePath? = nil,
-                                     entry: String? = nil) throws -> StoreFacts {
+                                     entry: String? = nil, immutableURI: String? = nil) throws -> StoreFacts {
         let header = try header(of: path, entry: entry, bundle: bundle)
         if isWAL(header: header) {
             throw DocumentError(.storeInWALMode, path: bundle ?? path, entry: entry,
                                 reason: "the store is in WAL mode, which a bundle must not be at rest")
         }
         do {
-            let queue = try openReadOnly(path, isPrivate: true)
+            let queue = try openReadOnly(path, isPrivate: true, immutableURI: immutableURI)
             return try queue.read { db in
                 let problems = try check(db, full: fullCheck)
                 guard problems.isEmpty else {

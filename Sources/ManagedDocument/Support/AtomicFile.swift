@@ -42,7 +42,7 @@ final class AtomicFile {
         let temporaryPath = directory.appending(".\(name).\(random)\(AtomicFile.temporarySuffix)")
         do {
             descriptor = try FileDescriptor.open(
-                temporaryPath, .readWrite, options: [.create, .exclusiveCreate, .noFollow],
+                temporaryPath, .readWrite, options: [.create, .exclusiveCreate, .noFollow, .closeOnExec],
                 permissions: [.ownerReadWrite, .groupRead, .otherRead])
         } catch let error as Errno {
             throw DocumentError(.cannotCreate, path: target,
@@ -108,13 +108,13 @@ final class AtomicFile {
     static func removeIfStale(_ path: FilePath) throws {
         guard let candidate = path.lastComponent?.string else { return }
         if candidate.hasSuffix(temporarySuffix), FileSystem.isRegularFile(path) {
-            if let descriptor = try? FileDescriptor.open(path, .readOnly, options: [.noFollow]) {
+            if let descriptor = try? FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec]) {
                 defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
                 if FileSystem.lockExclusively(descriptor, wait: false) { try FileSystem.removeFile(path) }
             }
         } else if candidate.hasSuffix(ScratchDirectory.suffix), FileSystem.isDirectory(path) {
             let lock = path.appending(ScratchDirectory.lockName)
-            guard let descriptor = try? FileDescriptor.open(lock, .readOnly, options: [.noFollow]) else {
+            guard let descriptor = try? FileDescriptor.open(lock, .readOnly, options: [.noFollow, .closeOnExec]) else {
                 // No lock file: its writer died between mkdir and creating the lock.
                 if (try? FileSystem.contentsOfDirectory(path))?.isEmpty == true { try FileSystem.removeTree(path) }
                 return
@@ -151,7 +151,7 @@ final class ScratchDirectory {
         }
         do {
             lock = try FileDescriptor.open(path.appending(ScratchDirectory.lockName), .readWrite,
-                                           options: [.create, .exclusiveCreate], permissions: [.ownerReadWrite])
+                                           options: [.create, .exclusiveCreate, .closeOnExec], permissions: [.ownerReadWrite])
         } catch let error as Errno {
             try? FileSystem.removeTree(path)  // Cleanup after a first error.
             throw DocumentError(.cannotCreate, path: target, reason: "cannot create a working folder beside it",

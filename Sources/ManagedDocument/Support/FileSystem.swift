@@ -61,7 +61,7 @@ enum FileSystem {
     static func syncDirectory(_ directory: FilePath) throws {
         let descriptor: FileDescriptor
         do {
-            descriptor = try FileDescriptor.open(directory, .readOnly, options: [.directory])
+            descriptor = try FileDescriptor.open(directory, .readOnly, options: [.directory, .closeOnExec])
         } catch let error as Errno {
             throw DocumentError.io("cannot open the folder to flush it", path: directory, errno: error)
         }
@@ -184,7 +184,7 @@ enum FileSystem {
         defer { try? input.close() }  // Squash close error of a read-only descriptor.
         let output: FileDescriptor
         do {
-            output = try FileDescriptor.open(destination, .writeOnly, options: [.create, .exclusiveCreate, .noFollow],
+            output = try FileDescriptor.open(destination, .writeOnly, options: [.create, .exclusiveCreate, .noFollow, .closeOnExec],
                                              permissions: [.ownerReadWrite, .groupRead, .otherRead])
         } catch let error as Errno {
             throw DocumentError(.cannotCreate, path: destination, reason: "cannot create the file", underlyingError: error)
@@ -210,7 +210,7 @@ enum FileSystem {
 
     static func openForReading(_ path: FilePath) throws -> FileDescriptor {
         do {
-            return try FileDescriptor.open(path, .readOnly, options: [.noFollow])
+            return try FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec])
         } catch let error as Errno {
             if error == .noSuchFileOrDirectory {
                 throw DocumentError(.notFound, path: path, reason: "no such file", underlyingError: error)

@@ -64,6 +64,96 @@ struct ConversionTests {
         }
     }
 
+    @Test("a store that needs no recovery is packed in place: the bundle's store is the source's bytes", arguments: [
+        1_000, 20_000,  // checked before packing, and beside the writer (4 MiB and more)
+    ])
+    func inPlace(rows: Int) async throws {
+        try await withTemporaryDirectory { directory in
+            let source = try Fixtures.makeStore(at: directory.appending("Plain.sqlite"), rows: rows)
+            let sourceBytes = try Fixtures.bytes(of: source)
+            let before = try Fixtures.fileHashes(directory)
+            #expect(StoreInspector.immutableURI(source) != nil, "this SQLite reads URIs, so the store is read in place")
+            let report = try LegacyConverter(options: keepOptions()).convert(storeAt: source)
+            let reader = try BundleReader(at: FilePath(report.bundle))
+            let extracted = try reader.extract(into: directory.appending("out"))
+            #expect(try Fixtures.bytes(of: extracted.store) == sourceBytes, "byte for byte")
+            let provenance = try #require(reader.metadata.provenance)
+            #expect(provenance.mainFileSHA256 == reader.metadata.store.sha256)
+            #expect(provenance.files.map(\.name) == ["Plain.sqlite"])
+            #expect(report.rowCounts["note"] == rows)
+            var after = try Fixtures.fileHashes(directory)
+            after = after.filter { !$0.key.hasPrefix("Plain.mdz") && !$0.key.hasPrefix("out/") }
+            #expect(after == before, "the source is as it was, and no temporary is left")
+            _ = try reader.verify(full: true)
+        }
+    }
+
+    @Test("a writer mid-transaction in another process: the committed state is packed in place, then it commits")
+    func inPlaceBesideAWriter() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = try Fixtures.makeStore(at: directory.appending("Live.sqlite"), rows: 200)
+            let committed = try Fixtures.digestsAsSQLiteReads(path)
+            // > RESERVED: the writer has begun and written its journal, and needs our SHARED lock gone to commit.
+            let script = """
+                import sqlite3, sys, time
+                db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("INSERT INTO note(title) VALUES ('in flight')")
+                print("reserved", flush=True)
+                sys.stdin.readline()
+                db.execute("COMMIT")
+                print(db.execute("SELECT count(*) FROM note").fetchone()[0], flush=True)
+                """
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", "-c", script, path.string]
+            let output = Pipe()
+            let input = Pipe()
+            process.standardOutput = output
+            process.standardInput = input
+            try process.run()
+            defer { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+            // Lines as they come: a read may return part of one.
+            var received = ""
+            func nextLine() -> String? {
+                while !received.contains("\n") {
+                    let data = output.fileHandleForReading.availableData
+                    if data.isEmpty { return nil }
+                    received += String(decoding: data, as: UTF8.self)
+                }
+                let line = String(received.prefix { $0 != "\n" })
+                received = String(received.drop { $0 != "\n" }.dropFirst())
+                return line
+            }
+            #expect(nextLine() == "reserved")
+
+            let report = try LegacyConverter(options: keepOptions()).convert(storeAt: path)
+            #expect(try Fixtures.bundleDigests(FilePath(report.bundle)) == committed, "the committed rows, no more")
+            input.fileHandleForWriting.write(Data("go\n".utf8))
+            #expect(nextLine() == "201", "the writer committed after the conversion")
+        }
+    }
+
+    @Test("a -wal beside a store whose header says rollback journal is replayed, as SQLite would")
+    func walBesideRollbackHeader() async throws {
+        try await withTemporaryDirectory { directory in
+            let sample = try LegacySamples.makeTimeStore(in: directory)
+            let source = directory.appending(sample.source)
+            // The header says rollback journal; SQLite still replays the -wal it finds.
+            var bytes = try Fixtures.bytes(of: source)
+            #expect(bytes[18] == 2 && bytes[19] == 2)
+            bytes[18] = 1
+            bytes[19] = 1
+            try Fixtures.write(bytes, to: source)
+            let expected = try Fixtures.digestsAsSQLiteReads(source)
+            let total = LegacySamples.checkpointedEventCount + LegacySamples.walOnlyEventCount
+            #expect(expected["ZEVENT"]?.hasPrefix("\(total):") == true, "SQLite reads the -wal's rows")
+            let report = try LegacyConverter(options: keepOptions()).convert(storeAt: source)
+            #expect(report.rowCounts["ZEVENT"] == total)
+            #expect(try Fixtures.bundleDigests(FilePath(report.bundle)) == expected)
+        }
+    }
+
     @Test("a hot journal's uncommitted changes are rolled back, never packed")
     func hotJournal() async throws {
         try await withTemporaryDirectory { directory in

@@ -277,7 +277,7 @@ public struct LegacyConverter: Sendable {
     /// read-only connection: its facts and Core Data metadata, and, with `fullCheck`, `PRAGMA integrity_check`.
     private func inspectInPlace(_ store: FilePath, uri: String, fullCheck: Bool) throws -> Recovered {
         do {
-            let queue = try StoreInspector.openReadOnly(store, immutableURI: uri)
+            let queue = try StoreInspector.openReadOnly(store, isPrivate: true, immutableURI: uri)
             let recovered = try queue.read { db in
                 if fullCheck {
                     let problems = try StoreInspector.check(db, full: true)
@@ -311,7 +311,7 @@ public struct LegacyConverter: Sendable {
             // connection keeps its lock throughout: no lock, journal and -wal checks around every statement, and
             // the -wal's index lives in memory instead of a new -shm file.
             configuration.prepareDatabase { db in
-                try db.execute(sql: "PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE")
+                try db.execute(sql: "PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -512")
             }
             let queue = try DatabaseQueue(path: copy.string, configuration: configuration)
             let recovered = try queue.writeWithoutTransaction { db in

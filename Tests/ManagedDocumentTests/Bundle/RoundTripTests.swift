@@ -124,4 +124,23 @@ struct RoundTripTests {
             #expect(report.rowCounts["note"] == 510)
         }
     }
+
+    @Test("dates are written in UTC with milliseconds, and read in the other ISO 8601 forms writers use")
+    func iso8601Dates() {
+        let date = Date(timeIntervalSince1970: 1_700_000_000.5)
+        #expect(ISO8601.format(date) == "2023-11-14T22:13:20.500Z")
+        #expect(ISO8601.format(Date(timeIntervalSince1970: 0)) == "1970-01-01T00:00:00.000Z")
+        #expect(ISO8601.format(Date(timeIntervalSince1970: 951_782_400)) == "2000-02-29T00:00:00.000Z")
+        #expect(ISO8601.parse("2023-11-14T22:13:20.500Z") == date)
+        #expect(ISO8601.parse(ISO8601.format(date)) == date)
+        #expect(ISO8601.parse("2023-11-14T22:13:20Z") == Date(timeIntervalSince1970: 1_700_000_000))
+        #expect(ISO8601.parse("2023-11-14T22:13:20.5Z") == date)
+        #expect(ISO8601.parse("2023-11-14T23:13:20+01:00") == Date(timeIntervalSince1970: 1_700_000_000),
+                "an offset instead of Z")
+        #expect(ISO8601.parse("2000-02-29T00:00:00Z") == Date(timeIntervalSince1970: 951_782_400))
+        for text in ["", "yesterday", "2023-11-14", "2023-13-01T00:00:00Z", "2023-02-29T00:00:00Z",
+                     "2023-11-14T24:00:00Z", "2023-11-14T22:61:00Z", "2023-11-14T22:13:20.Z", "2023-11-14T22:13:2xZ"] {
+            #expect(ISO8601.parse(text) == nil, "\(text) is not a date")
+        }
+    }
 }

@@ -10,10 +10,14 @@
 #   BENCH_JOBS=2             workers for docconvert, xargs -P and the python pool
 #   BENCH_DIR=./bench-work   work folder (relative to the repository root; git-ignored)
 #   BENCH_KEEP=1             keep the work folder afterwards
-#   BENCH_CASES="..."        cases to run (default: all): ours ours-store shell xargs python copy
+#   BENCH_CASES="..."        cases to run (default: all): ours ours-d6 ours-store shell xargs python copy
+#   BENCH_STATIC_STDLIB=0    build docconvert with the Swift runtime and Foundation as shared libraries (by default
+#                            it is built with --static-swift-stdlib, the way it ships)
 #
 # Cases, each on a fresh copy of the tree (copied before the timing starts, page cache left warm for all):
-#   ours        docconvert batch ROOT --jobs J --legacy keep --quiet        (consolidate, verify, deflate, fsync, rename)
+#   ours        docconvert batch ROOT --jobs J --legacy keep --quiet        (consolidate, verify, deflate at the default
+#               level 2 with ISA-L, fsync, rename)
+#   ours-d6     the same with --level 6 (zlib's level 6, the level the peers use)
 #   ours-store  the same with --compression store
 #   shell       for each store: sqlite3 .backup to a temporary file, zip -q -6 it, rm     (one at a time)
 #   xargs       the same per store through xargs -P J
@@ -34,7 +38,8 @@ RUNS=${BENCH_RUNS:-3}
 JOBS=${BENCH_JOBS:-2}
 DIR=${BENCH_DIR:-./bench-work}
 KEEP=${BENCH_KEEP:-0}
-CASES=${BENCH_CASES:-"ours ours-store shell xargs python copy"}
+CASES=${BENCH_CASES:-"ours ours-d6 ours-store shell xargs python copy"}
+STATIC=${BENCH_STATIC_STDLIB:-1}
 [[ $STORES =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_STORES must be a positive integer" >&2; exit 64; }
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_RUNS must be a positive integer" >&2; exit 64; }
 [[ $JOBS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_JOBS must be a positive integer" >&2; exit 64; }
@@ -43,9 +48,11 @@ for tool in python3 zip sqlite3 xargs /usr/bin/time swift; do
 done
 log() { echo "[bench] $*" >&2; }
 
-log "building docconvert (release)"
-swift build -c release --product docconvert >&2
-BIN="$(swift build -c release --show-bin-path)/docconvert"
+build_flags=()
+if [[ $STATIC == 1 ]]; then build_flags=(--static-swift-stdlib --scratch-path "$root/.build-batchbench-static"); fi
+log "building docconvert (release${build_flags[*]:+, static Swift standard library})"
+swift build -c release --product docconvert "${build_flags[@]}" >&2
+BIN="$(swift build -c release "${build_flags[@]}" --show-bin-path)/docconvert"
 
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
@@ -142,6 +149,7 @@ run_case() {  # case, tree copy -> prints "seconds kib"
     local name=$1 tree=$2
     case $name in
         ours) /usr/bin/time -f '%e %M' -o "$WORK/time" "$BIN" batch "$tree" --jobs "$JOBS" --legacy keep --quiet > "$WORK/out.txt" ;;
+        ours-d6) /usr/bin/time -f '%e %M' -o "$WORK/time" "$BIN" batch "$tree" --jobs "$JOBS" --legacy keep --quiet --level 6 > "$WORK/out.txt" ;;
         ours-store) /usr/bin/time -f '%e %M' -o "$WORK/time" "$BIN" batch "$tree" --jobs "$JOBS" --legacy keep --quiet --compression store > "$WORK/out.txt" ;;
         shell) /usr/bin/time -f '%e %M' -o "$WORK/time" bash -c 'find "$1" -type f \( -name "*.sqlite" -o -name "*.db" -o -name "*.sqlite3" -o -name "*.store" \) -print0 | while IFS= read -r -d "" f; do "$2" "$f"; done' _ "$tree" "$WORK/one.sh" ;;
         xargs) /usr/bin/time -f '%e %M' -o "$WORK/time" bash -c 'find "$1" -type f \( -name "*.sqlite" -o -name "*.db" -o -name "*.sqlite3" -o -name "*.store" \) -print0 | xargs -0 -n 1 -P "$3" "$2"' _ "$tree" "$WORK/one.sh" "$JOBS" ;;
@@ -164,7 +172,7 @@ for round in $(seq 1 "$RUNS"); do
         times[$name]+="$seconds "
         rss[$name]+="$kib "
         case $name in
-            ours|ours-store)
+            ours|ours-d6|ours-store)
                 made=$(find "$copy" -name '*.mdz' | wc -l)
                 if [[ $round == 1 && $name == ours ]]; then
                     # Lossless check on a sample of bundles: same rows as sqlite3 reads from the source.
@@ -195,23 +203,26 @@ echo "# Batch benchmark"
 echo
 echo "Command: \`BENCH_STORES=$STORES BENCH_RUNS=$RUNS BENCH_JOBS=$JOBS $invocation\` (run in \`$root\`)"
 echo
-echo "Machine: $(nproc) cores, $(uname -sr); $(swift --version 2>/dev/null | head -1)"
+echo "Machine: $(nproc) cores, $(uname -sr); $(swift --version 2>/dev/null | head -1); docconvert $([[ $STATIC == 1 ]] && echo "built with --static-swift-stdlib" || echo "with the Swift runtime as shared libraries")"
 echo "Tree: $STORES SQLite stores, 16-256 KiB each ($((TOTAL_BYTES / 1048576)) MiB in all), in nested folders;"
 echo "medians of $RUNS runs, each case on a fresh copy of the tree, page cache warm."
 echo
 python_median=$(echo "${times[python]:-}" | median 2>/dev/null || true)
-echo "| case | time (s) | stores/s | MB/s | output MiB | peak RSS MiB | rate vs python |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+python_out=${outs[python]:-}
+echo "| case | time (s) | stores/s | MB/s | output MiB | peak RSS MiB | rate vs python | size vs python |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 for name in $CASES; do
     t=$(echo "${times[$name]}" | median)
     r=$(echo "${rss[$name]}" | median)
-    python3 - "$name" "$t" "$r" "$STORES" "$TOTAL_BYTES" "${outs[$name]}" "${python_median:-}" <<'PY'
+    python3 - "$name" "$t" "$r" "$STORES" "$TOTAL_BYTES" "${outs[$name]}" "${python_median:-}" "${python_out:-}" <<'PY'
 import sys
-name, t, r, stores, total, out, py = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
-label = {"ours": "docconvert batch (deflate 6)", "ours-store": "docconvert batch --compression store",
+name, t, r, stores, total, out, py, py_out = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7], sys.argv[8]
+label = {"ours": "docconvert batch (default: deflate 2, ISA-L)", "ours-d6": "docconvert batch --level 6 (zlib)",
+         "ours-store": "docconvert batch --compression store",
          "shell": "shell loop: sqlite3 .backup + zip -6", "xargs": "xargs -P: sqlite3 .backup + zip -6",
          "python": "python3 Pool: backup + zipfile + fsync", "copy": "floor: python3 Pool copy + fsync"}[name]
 ratio = f"{(float(py) / t):.2f}x" if py else "-"
-print(f"| {label} | {t:.2f} | {stores / t:.0f} | {total / t / 1e6:.1f} | {out / 1048576:.1f} | {r / 1024:.1f} | {ratio} |")
+size = f"{out / int(py_out):.3f}x" if py_out else "-"
+print(f"| {label} | {t:.2f} | {stores / t:.0f} | {total / t / 1e6:.1f} | {out / 1048576:.1f} | {r / 1024:.1f} | {ratio} | {size} |")
 PY
 done

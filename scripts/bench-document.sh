@@ -15,7 +15,7 @@
 #                            shipped as one self-contained Linux binary would be; the Swift runtime and Foundation are
 #                            then linked in instead of loaded as shared libraries, which lowers the baseline RSS
 #
-# Cases, all on the same bundle (made once by `document-benchmark make-document`, deflate 1 like every save):
+# Cases, all on the same bundle (made once by `document-benchmark make-document`, deflated at the default level like every save):
 #   ours open       Document.open for writing (extracts a working copy into the work folder), timed in-process;
 #                   then close(savingChanges: false), outside the timed span. Peer: unzip.
 #   ours metadata   Document.metadata(at:), 100 calls in one process, median per call. Peer: unzip.

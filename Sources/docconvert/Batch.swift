@@ -47,7 +47,7 @@ struct Batch: ParsableCommand {
     @Argument(help: ArgumentHelp("The folder to convert (or one store).", valueName: "root"))
     var root: String
 
-    @Option(name: [.short, .long], help: ArgumentHelp("Conversions at once; the default is this machine's number of cores.", valueName: "n"))
+    @Option(name: [.short, .long], help: ArgumentHelp("Conversions computing at once (one waiting for the disk lets another compute); the default is this machine's number of cores.", valueName: "n"))
     var jobs: Int = ProcessInfo.processInfo.activeProcessorCount
 
     @Flag(name: .long, help: "Print what would be converted, what would be skipped and why, and total bytes; change nothing.")

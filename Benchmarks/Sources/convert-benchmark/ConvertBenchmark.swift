@@ -43,7 +43,7 @@ struct ConvertBenchmark {
             case ("convert", 4):
                 let compression: WritingOptions.Compression
                 switch arguments[3] {
-                case "deflate": compression = .deflate(level: 6)
+                case "deflate": compression = .deflate
                 case "store": compression = .store
                 default: fail("the compression is deflate or store, not \(arguments[3])\n\(usage)", status: 64)
                 }

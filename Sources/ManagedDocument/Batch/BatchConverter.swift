@@ -9,7 +9,8 @@ import SystemPackage
 
 /// How ``BatchConverter`` works through a tree.
 public struct BatchOptions: Sendable {
-    /// Conversions running at once. Default: the number of cores.
+    /// Conversions computing at once; one that waits for the disk to flush its bundle (or for a lock) lets another
+    /// compute meanwhile (twice as many threads as jobs run). Default: the number of cores.
     public var jobs = ProcessInfo.processInfo.activeProcessorCount
     /// Find and classify, change nothing; store items are reported ``BatchItem/Outcome/wouldConvert``.
     public var dryRun = false

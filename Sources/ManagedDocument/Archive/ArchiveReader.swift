@@ -7,8 +7,10 @@ import CArchive
 import Foundation
 import SystemPackage
 
-/// Reads a zip archive's entries and data through libarchive's seekable zip reader (entries from the central
-/// directory, data inflated and CRC-checked by libarchive).
+/// Walks a zip archive's entries through libarchive's seekable zip reader (entries from the central directory, each
+/// local header read as libarchive reads it). ``BundleReader`` walks every bundle it streams this way, so that a
+/// bundle libarchive reads differently from its own parse is refused; the entries' data is read by ``EntryReader``
+/// and ``ParallelInflater`` at the offsets ``BundleReader`` validated.
 ///
 /// Names and sizes it reports are untrusted; ``BundleReader`` checks them against the directory it validated.
 /// Not `Sendable`: a libarchive handle belongs to one task.
@@ -55,17 +57,6 @@ final class ArchiveReader {
                       isDirectory: type == carchive_ae_ifdir(), isEncrypted: archive_entry_is_encrypted(entry) != 0)
     }
 
-    /// Reads the current entry's next bytes; 0 at its end. A CRC mismatch throws ``DocumentError/Code/checksumMismatch``.
-    func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
-        let count = archive_read_data(handle, buffer.baseAddress, buffer.count)
-        if count >= 0 { return count }
-        // > A bad CRC is ARCHIVE_WARN at the end of the entry's data: treat WARN from data calls as failure.
-        if Int32(count) == ARCHIVE_WARN {
-            throw failure(ARCHIVE_WARN, "read the entry's data", code: .checksumMismatch)
-        }
-        throw failure(Int32(count), "read the entry's data", code: .corruptArchive)
-    }
-
     private func check(_ status: Int32, _ operation: String) throws {
         guard status != ARCHIVE_OK else { return }
         throw failure(status, operation, code: .corruptArchive)
@@ -76,7 +67,7 @@ final class ArchiveReader {
         let message = underlying.message ?? ""
         var code = code
         var reason = "the archive is damaged; restore it from a backup"
-        if code == .checksumMismatch || message.localizedCaseInsensitiveContains("crc") {
+        if message.localizedCaseInsensitiveContains("crc") {
             code = .checksumMismatch
             reason = "the entry's CRC-32 does not match its data; the bundle is damaged, restore it from a backup"
         } else if message.localizedCaseInsensitiveContains("truncated") {

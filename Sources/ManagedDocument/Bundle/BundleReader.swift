@@ -315,7 +315,7 @@ public final class BundleReader: Sendable {
             throw DocumentError(.limitExceeded, path: path, entry: metadataEntry.name,
                                 reason: "is \(metadataEntry.size) bytes; the limit is \(limits.maxMetadataSize)")
         }
-        let metadataBytes = try Self.readEntry(named: metadataEntry.name, size: metadataEntry.size, from: path)
+        let metadataBytes = try Self.readEntry(metadataEntry, from: descriptor, path: path)
         let metadata = try DocumentMetadata.decode(metadataBytes, bundle: path)
         try Self.check(metadata, mediaType: mediaType, entries: entries, path: path)
         self.metadata = metadata
@@ -335,31 +335,29 @@ public final class BundleReader: Sendable {
         return parts.count == 2 && !parts[0].isEmpty && !parts[1].isEmpty
     }
 
-    /// Reads one small entry through libarchive, bounded by its directory size, CRC checked.
-    private static func readEntry(named name: String, size: UInt64, from path: FilePath) throws -> [UInt8] {
-        let archive = try ArchiveReader(path: path)
-        while let header = try archive.nextEntry() {
-            guard header.rawName == Array(name.utf8) else { continue }
-            var bytes: [UInt8] = []
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
-            defer { buffer.deallocate() }
-            while true {
-                let count = try archive.read(into: buffer)
-                if count == 0 { break }
-                bytes.append(contentsOf: buffer[0..<count])
-                guard bytes.count <= size else {
-                    throw DocumentError(.sizeMismatch, path: path, entry: name,
-                                        reason: "inflates to more than the \(size) bytes its header declares")
-                }
+    /// Reads one small entry at the offset its checked local header gives, bounded by its directory size, its stream
+    /// and CRC-32 checked (``EntryReader``).
+    private static func readEntry(_ entry: BundleEntry, from descriptor: FileDescriptor, path: FilePath) throws -> [UInt8] {
+        let reader = try EntryReader(descriptor: descriptor, path: path, deflated: entry.isCompressed)
+        reader.start(entry)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(entry.size))
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let count = try reader.read(into: buffer)
+            if count == 0 { break }
+            bytes.append(contentsOf: buffer[0..<count])
+            guard bytes.count <= entry.size else {
+                throw DocumentError(.sizeMismatch, path: path, entry: entry.name,
+                                    reason: "inflates to more than the \(entry.size) bytes its header declares")
             }
-            guard bytes.count == size else {
-                throw DocumentError(.sizeMismatch, path: path, entry: name,
-                                    reason: "inflates to \(bytes.count) bytes, not the \(size) its header declares")
-            }
-            return bytes
         }
-        throw DocumentError.corrupt("libarchive does not find an entry the central directory lists",
-                                    path: path, entry: name)
+        guard bytes.count == entry.size else {
+            throw DocumentError(.sizeMismatch, path: path, entry: entry.name,
+                                reason: "inflates to \(bytes.count) bytes, not the \(entry.size) its header declares")
+        }
+        return bytes
     }
 
     /// The metadata must describe exactly what the archive holds.

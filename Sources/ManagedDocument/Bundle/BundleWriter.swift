@@ -164,11 +164,12 @@ public enum BundleWriter {
         let encodedMetadata = try result.encoded()
         try writer.addEntry(named: BundleLayout.metadata, bytes: encodedMetadata, compressed: compress)
         try writer.finish()
-        // What readers will see (dates at the precision they are written with).
-        result = try DocumentMetadata.decode(encodedMetadata, bundle: target)
 
-        // Re-read what was written before it takes the destination's name.
-        try BundleReader(at: atomic.temporaryPath).verifyEntries()
+        // Re-read what was written before it takes the destination's name; the metadata returned is what readers see
+        // (dates at the precision they are written with).
+        let written = try BundleReader(at: atomic.temporaryPath)
+        try written.verifyEntries()
+        result = written.metadata
         try beforeCommit()
         try atomic.commit()
         return result

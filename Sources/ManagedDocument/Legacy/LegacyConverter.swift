@@ -154,12 +154,23 @@ public struct LegacyConverter: Sendable {
         var snapshot = try SourceSnapshot.capture(legacy, into: scratch, inPlaceAllowed: immutableURI != nil,
                                                   busyTimeout: options.busyTimeout)
         defer { snapshot.release() }
-        let storeSize = (try FileSystem.status(snapshot.store))?.size ?? 0
+        var storeSize = (try FileSystem.status(snapshot.store))?.size ?? 0
+        var inPlace: Recovered?
+        if snapshot.isInPlace, let immutableURI {
+            inPlace = try inspectInPlace(legacy.store, uri: immutableURI,
+                                         fullCheck: storeSize < Self.backgroundCheckThreshold)
+            if inPlace == nil {  // SQLite would not open it that way: copied, as any other store
+                snapshot.release()
+                snapshot = try SourceSnapshot.capture(legacy, into: scratch, inPlaceAllowed: false,
+                                                      busyTimeout: options.busyTimeout)
+                storeSize = (try FileSystem.status(snapshot.store))?.size ?? 0
+            }
+        }
         let checksInBackground = storeSize >= Self.backgroundCheckThreshold
         var recovered: Recovered
         let check: CopyCheck?
-        if snapshot.isInPlace, let immutableURI {
-            recovered = try inspectInPlace(legacy.store, uri: immutableURI, fullCheck: !checksInBackground)
+        if let inPlace, let immutableURI {
+            recovered = inPlace
             check = checksInBackground
                 ? CopyCheck(copy: legacy.store, source: legacy.store, before: recovered.facts, inBackground: true,
                             immutableURI: immutableURI)
@@ -275,7 +286,8 @@ public struct LegacyConverter: Sendable {
 
     /// Reads a store in place (``SourceSnapshot/isInPlace``, so under the snapshot's lock) through one immutable,
     /// read-only connection: its facts and Core Data metadata, and, with `fullCheck`, `PRAGMA integrity_check`.
-    private func inspectInPlace(_ store: FilePath, uri: String, fullCheck: Bool) throws -> Recovered {
+    /// `nil` when SQLite cannot open it that way at all (the caller copies it instead).
+    private func inspectInPlace(_ store: FilePath, uri: String, fullCheck: Bool) throws -> Recovered? {
         do {
             let queue = try StoreInspector.openReadOnly(store, isPrivate: true, immutableURI: uri)
             let recovered = try queue.read { db in
@@ -293,6 +305,7 @@ public struct LegacyConverter: Sendable {
             try queue.close()
             return recovered
         } catch let error as DatabaseError {
+            if error.resultCode == .SQLITE_CANTOPEN { return nil }
             let code: DocumentError.Code = error.resultCode == .SQLITE_NOTADB ? .notSQLite : .storeCorrupt
             throw DocumentError(code, path: store,
                                 reason: "SQLite cannot read the store; it is damaged or truncated and was left exactly as it was",

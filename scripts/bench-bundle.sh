@@ -143,14 +143,15 @@ pack_cases=(
     "bsdtar-store|bsdtar --format zip --options zip:compression=store|pack, store|zip-0|$OUT_DIR/bsdtar-store.zip|bsdtar -cf \"\$OUT\" --format zip --options zip:compression=store -C \"\$WORK\" persistentStore"
 )
 pack_cases+=(
-    "ours-d1|ours (BundleWriter)|pack, deflate 1|zip-1|$OUT_DIR/ours-d1.mdz|\"\$BIN\" pack \"\$STORE\" \"\$OUT\" 1"
+    "ours-d1|ours (BundleWriter, ISA-L)|pack, deflate 1|zip-1|$OUT_DIR/ours-d1.mdz|\"\$BIN\" pack \"\$STORE\" \"\$OUT\" 1"
     "zip-1|zip -1|pack, deflate 1||$OUT_DIR/zip-1.zip|zip -q -1 -j \"\$OUT\" \"\$STORE\""
 )
 [[ $bsdtar_level1 == 1 ]] && pack_cases+=(
     "bsdtar-1|bsdtar --format zip --options zip:compression-level=1|pack, deflate 1|zip-1|$OUT_DIR/bsdtar-1.zip|bsdtar -cf \"\$OUT\" --format zip --options zip:compression-level=1 -C \"\$WORK\" persistentStore"
 )
 pack_cases+=(
-    "ours-d6|ours (BundleWriter)|pack, deflate 6|zip-6|$BUNDLE6|\"\$BIN\" pack \"\$STORE\" \"\$OUT\" 6"
+    "ours-d2|ours (BundleWriter, ISA-L: the default)|pack, deflate 2|zip-6|$OUT_DIR/ours-d2.mdz|\"\$BIN\" pack \"\$STORE\" \"\$OUT\" 2"
+    "ours-d6|ours (BundleWriter, zlib)|pack, deflate 6|zip-6|$BUNDLE6|\"\$BIN\" pack \"\$STORE\" \"\$OUT\" 6"
     "zip-6|zip -6|pack, deflate 6||$OUT_DIR/zip-6.zip|zip -q -6 -j \"\$OUT\" \"\$STORE\""
     "bsdtar|bsdtar --format zip (default: deflate 6)|pack, deflate 6|zip-6|$OUT_DIR/bsdtar.zip|bsdtar -cf \"\$OUT\" --format zip -C \"\$WORK\" persistentStore"
 )

@@ -254,13 +254,14 @@ extension DocumentMetadata {
 /// seconds) goes to Foundation's parser, so documents from other writers still read.
 enum ISO8601 {
     static func format(_ date: Date) -> String {
-        let interval = date.timeIntervalSince1970
-        var seconds = interval.rounded(.down)
-        var milliseconds = Int(((interval - seconds) * 1000).rounded(.down))
-        if milliseconds >= 1000 {  // a fraction a hair below 1 s
-            seconds += 1
-            milliseconds -= 1000
-        }
+        // Whole milliseconds, rounded to the nearest: a date read from `…05.123Z` is 0.123 s stored in binary, a hair
+        // above or below, and must be written back as `.123`.
+        let totalMilliseconds = (date.timeIntervalSince1970 * 1000).rounded()
+        guard totalMilliseconds.isFinite, abs(totalMilliseconds) < 1e17 else { return Date.ISO8601FormatStyle().format(date) }
+        let total = Int64(totalMilliseconds)
+        let (quotient, remainder) = total.quotientAndRemainder(dividingBy: 1000)
+        let seconds = remainder < 0 ? quotient - 1 : quotient  // floor division, for dates before 1970
+        let milliseconds = Int(remainder < 0 ? remainder + 1000 : remainder)
         var time = time_t(seconds)
         var parts = tm()
         guard gmtime_r(&time, &parts) != nil else { return Date.ISO8601FormatStyle().format(date) }

@@ -5,8 +5,19 @@ extension LegacyConverter {
     ///
     /// The main store file goes first: a crash midway leaves at most orphan sidecars, which SQLite never reads
     /// without their store, and running the conversion again finishes the job. Files already gone are skipped.
-    func dispose(_ legacy: LegacyStore, provenance: DocumentMetadata.Provenance) throws
-        -> (location: FilePath?, files: [String]) {
+    ///
+    /// Unless they are kept, the files are moved or deleted under an exclusive lock on the store, which no SQLite
+    /// connection can share, and only when the store and its `-wal` still match `stamps` (taken with the state the
+    /// bundle holds): a commit made since then is never moved away from under its app nor lost.
+    ///
+    /// - Throws: ``DocumentError/Code/storeBusy`` when the store is in use past the timeout or changed since
+    ///   `stamps`; nothing was moved then.
+    func dispose(_ legacy: LegacyStore, provenance: DocumentMetadata.Provenance, unchangedSince stamps: [FileStamp])
+        throws -> (location: FilePath?, files: [String]) {
+        guard options.legacyPolicy != .keep else { return (nil, []) }
+        let hold = stamps.isEmpty ? nil
+            : try SourceSnapshot.lockForDisposal(of: legacy, unchangedSince: stamps, busyTimeout: options.busyTimeout)
+        defer { try? hold?.close() }  // Squash close error of a read-only descriptor; closing drops the lock.
         let parent = legacy.source.removingLastComponent()
         let folder: FilePath = parent.isEmpty ? "." : parent
         var items: [FilePath] = legacy.isPackage ? [legacy.source] : [legacy.store] + legacy.sidecars

@@ -255,7 +255,16 @@ public struct LegacyConverter: Sendable {
         }
         logger.debug("convert.written", metadata: ["bundle.path": "\(target)", "bundle.sha256": "\(written.store.sha256)"])
 
-        let disposal = try dispose(legacy, provenance: provenance)
+        let disposal: (location: FilePath?, files: [String])
+        do {
+            disposal = try dispose(legacy, provenance: provenance, unchangedSince: snapshot.stamps)
+        } catch let error as DocumentError where error.code == .storeBusy {
+            // The bundle may not hold the source's last state, or the source cannot go: as if never converted.
+            try? FileSystem.removeFile(target)  // Cleanup after a first error: the bundle is ours, just written.
+            try? FileSystem.syncDirectory(target.removingLastComponent().isEmpty ? "." : target.removingLastComponent())
+            throw DocumentError(.storeBusy, path: error.path,
+                                reason: "\(error.reason); the new bundle was removed and the legacy files were left as they were; run the same command again when the store is closed")
+        }
         return ConversionReport(
             outcome: .converted, source: legacy.source.string, kind: kind,
             bundle: target.string, sourceBytes: provenance.size,
@@ -377,6 +386,7 @@ public struct LegacyConverter: Sendable {
                                 reason: "already exists and was not made from \(legacy.source); choose another --output")
         }
         // The files that are still there must be the ones converted (a -shm changes with every reader: skipped).
+        let stamps = try SourceSnapshot.stamps(of: legacy)  // checked again, under a lock, before disposal
         let recorded = Dictionary(provenance.files.map { ($0.name, $0.sha256) }, uniquingKeysWith: { first, _ in first })
         for path in [legacy.store] + legacy.sidecars where !path.string.hasSuffix("-shm") {
             let name = SourceSnapshot.relativeName(path, in: legacy)
@@ -389,14 +399,14 @@ public struct LegacyConverter: Sendable {
                                 reason: "was converted from an earlier state of \(legacy.source), which has changed since; move the bundle away to convert again")
         }
         return try finishEarlierConversion(source: legacy.source, reader: reader, provenance: provenance,
-                                           legacy: legacy, started: started)
+                                           legacy: legacy, stamps: stamps, started: started)
     }
 
     private func finishEarlierConversion(source: FilePath, reader: BundleReader,
                                          provenance: DocumentMetadata.Provenance, legacy: LegacyStore? = nil,
-                                         started: Date = Date()) throws -> ConversionReport {
+                                         stamps: [FileStamp] = [], started: Date = Date()) throws -> ConversionReport {
         let remaining = legacy ?? LegacyDetector.leftovers(of: source, provenance: provenance)
-        let disposal = try dispose(remaining, provenance: provenance)
+        let disposal = try dispose(remaining, provenance: provenance, unchangedSince: stamps)
         return ConversionReport(
             outcome: .alreadyConverted, source: source.string,
             kind: LegacyStore.Kind(rawValue: provenance.kind) ?? .sqlite, bundle: reader.path.string,

@@ -30,6 +30,8 @@ struct SourceSnapshot {
     var store: FilePath
     /// In place: the source's main file, open, holding the SHARED lock that keeps every writer from committing.
     private(set) var lock: FileDescriptor?
+    /// The main file and its `-wal` as they were when the state was taken: checked again before disposal.
+    var stamps: [FileStamp] = []
 
     var isInPlace: Bool { lock != nil }
 
@@ -97,6 +99,10 @@ struct SourceSnapshot {
                 return nil
             }
             _ = try lock(main, type: F_UNLCK, start: pendingByte, length: 1, path: legacy.store)
+            // > The store may have turned to WAL between the header's read and the lock: look again, under the lock.
+            let locked = try FileSystem.read(main, at: 0, count: 100, path: legacy.store)
+            if StoreInspector.isWAL(header: locked) { return nil }
+            if let wal = legacy.sidecar("-wal"), (try FileSystem.status(wal))?.size ?? 0 > 0 { return nil }
             if let journal = legacy.sidecar("-journal"),
                try !isLocked(main, start: reservedByte, length: 1, path: legacy.store),
                try isHotJournal(journal) {
@@ -114,7 +120,7 @@ struct SourceSnapshot {
                                                         sha256: digest.sha256))
                 }
                 keepsMainOpen = true
-                return SourceSnapshot(files: files, store: legacy.store, lock: main)
+                return SourceSnapshot(files: files, store: legacy.store, lock: main, stamps: try stamps(of: legacy))
             }
         }
         let directory = try directory()
@@ -133,13 +139,75 @@ struct SourceSnapshot {
             files.append(DocumentMetadata.Entry(name: relativeName(sidecar, in: legacy), size: digest.size,
                                                 sha256: digest.sha256))
         }
+        let stamps = try stamps(of: legacy)
         if isWAL, let shm = legacy.sidecar("-shm") {
             // Somebody opened the store while it was being copied: try again.
             let shmDescriptor = try FileSystem.openForReading(shm)
             defer { try? shmDescriptor.close() }  // Squash close error of a read-only descriptor.
             if try isLocked(shmDescriptor, start: shmLockOffset, length: shmLockCount, path: shm) { return nil }
         }
-        return SourceSnapshot(files: files, store: directory.appending("persistentStore"), lock: nil)
+        return SourceSnapshot(files: files, store: directory.appending("persistentStore"), lock: nil, stamps: stamps)
+    }
+
+    /// The files whose change would mean a commit: the main file (its header holds the change counter) and a `-wal`
+    /// (its header holds the salts a restart changes; frames make it grow).
+    static func stamps(of legacy: LegacyStore) throws -> [FileStamp] {
+        var stamps = [try FileStamp(legacy.store, headCount: 100)]
+        let wal = legacy.sidecar("-wal") ?? FilePath(legacy.store.string + "-wal")
+        stamps.append(try FileStamp(wal, headCount: 32))
+        return stamps
+    }
+
+    /// Keeps every SQLite connection out of the store (an exclusive lock on its lock bytes: none can read or commit)
+    /// while its files are disposed of, once they are shown to hold exactly the state that was converted.
+    ///
+    /// Waits up to `busyTimeout` for connections that have the store open to finish. The returned descriptor holds
+    /// the lock until it is closed; `nil` when the source does not exist any more.
+    ///
+    /// - Throws: ``DocumentError/Code/storeBusy`` when the store stays in use, or when something was committed
+    ///   after `stamps` were taken.
+    static func lockForDisposal(of legacy: LegacyStore, unchangedSince stamps: [FileStamp],
+                                busyTimeout: Double) throws -> FileDescriptor? {
+        guard try FileSystem.exists(legacy.store) else { return nil }
+        // A write lock needs a descriptor open for writing (nothing is written). A file this user may not write gets
+        // SQLite's SHARED lock instead, which still keeps every rollback-journal writer from committing.
+        let main: FileDescriptor
+        var lockType = F_WRLCK
+        do {
+            main = try FileDescriptor.open(legacy.store, .readWrite, options: [.noFollow, .closeOnExec])
+        } catch let error as Errno where error == .permissionDenied || error == .readOnlyFileSystem {
+            main = try FileSystem.openForReading(legacy.store)
+            lockType = F_RDLCK
+        } catch let error as Errno {
+            throw DocumentError.io("cannot open the store", path: legacy.store, errno: error)
+        }
+        var keepsOpen = false
+        defer { if !keepsOpen { try? main.close() } }  // Squash close error of a read-only descriptor.
+        let deadline = Date().addingTimeInterval(busyTimeout)
+        while true {
+            var inUse = false
+            let shm = legacy.sidecar("-shm") ?? FilePath(legacy.store.string + "-shm")
+            if let shmDescriptor = try? FileSystem.openForReading(shm) {
+                defer { try? shmDescriptor.close() }  // Squash close error of a read-only descriptor.
+                inUse = try Self.isLocked(shmDescriptor, start: Self.shmLockOffset, length: Self.shmLockCount, path: shm)
+            }
+            if !inUse {
+                inUse = try !Self.lock(main, type: lockType, start: Self.pendingByte, length: 2 + Self.sharedSize,
+                                       path: legacy.store)
+            }
+            if !inUse { break }
+            guard Date() < deadline else {
+                throw DocumentError(.storeBusy, path: legacy.store,
+                                    reason: "another process has the store open, so its files cannot be moved or deleted")
+            }
+            CPUTurns.whileWaiting { _ = usleep(50_000) }
+        }
+        for stamp in stamps where try FileStamp(stamp.path, headCount: stamp.head.count) != stamp {
+            throw DocumentError(.storeBusy, path: legacy.store,
+                                reason: "was written to while it was being converted (\(stamp.path.lastComponent?.string ?? "its files") changed)")
+        }
+        keepsOpen = true
+        return main
     }
 
     /// `files` with the main file's SHA-256 (read in place) set to that of the bytes packed, which must be as many
@@ -215,5 +283,42 @@ struct SourceSnapshot {
         if fcntl(descriptor.rawValue, setLock, &request) == 0 { return true }
         if errno == EAGAIN || errno == EACCES { return false }
         throw DocumentError.io("cannot lock the store", path: path, errno: Errno(rawValue: errno))
+    }
+}
+
+/// What a file looked like: identity, size, modification time and its first bytes; a file that does not exist has
+/// none of them.
+struct FileStamp: Equatable {
+    var path: FilePath
+    var exists = false
+    var device: UInt64 = 0
+    var inode: UInt64 = 0
+    var size: Int64 = 0
+    var modifiedSeconds = 0
+    var modifiedNanoseconds = 0
+    var head: [UInt8] = []
+
+    init(_ path: FilePath, headCount: Int) throws {
+        self.path = path
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try FileSystem.openForReading(path)
+        } catch let error as DocumentError where (error.underlyingError as? Errno) == .noSuchFileOrDirectory {
+            head = [UInt8](repeating: 0, count: headCount)  // the count the comparison reads
+            return
+        }
+        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+        var info = stat()
+        guard fstat(descriptor.rawValue, &info) == 0 else {
+            throw DocumentError.io("cannot read the file's status", path: path, errno: Errno(rawValue: errno))
+        }
+        exists = true
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        size = Int64(info.st_size)
+        modifiedSeconds = Int(info.st_mtim.tv_sec)
+        modifiedNanoseconds = Int(info.st_mtim.tv_nsec)
+        head = try FileSystem.read(descriptor, at: 0, count: headCount, path: path)
+        head += [UInt8](repeating: 0, count: headCount - head.count)
     }
 }

@@ -284,7 +284,7 @@ struct BatchTests {
             let wide = directory.appending("wide")
             try FileManager.default.createDirectory(atPath: wide.string, withIntermediateDirectories: true)
             for index in 0..<3000 {
-                FileManager.default.createFile(atPath: wide.appending("f\(index).txt").string, contents: Data("x".utf8))
+                _ = FileManager.default.createFile(atPath: wide.appending("f\(index).txt").string, contents: Data("x".utf8))
             }
             // Stopping after a few candidates works: the walk is lazy.
             var seen = 0

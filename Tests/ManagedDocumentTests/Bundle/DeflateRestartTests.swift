@@ -90,7 +90,7 @@ struct DeflateRestartTests {
     func coarserIndex() async throws {
         try await withTemporaryDirectory { directory in
             let bundle = directory.appending("Doc.mdz")
-            try Self.makeBundle(at: bundle)
+            _ = try Self.makeBundle(at: bundle)
             let before = try Fixtures.bytes(of: try BundleReader(at: bundle).extract(into: directory.appending("a")).store)
             try Self.editRestarts(of: bundle) { restarts in
                 restarts["interval"] = 256 << 10
@@ -112,7 +112,7 @@ struct DeflateRestartTests {
     func refusedAtOpen(_ lie: OpenLie) async throws {
         try await withTemporaryDirectory { directory in
             let bundle = directory.appending("Doc.mdz")
-            try Self.makeBundle(at: bundle, compression: lie == .storedEntry ? .store : .deflate(level: 6))
+            _ = try Self.makeBundle(at: bundle, compression: lie == .storedEntry ? .store : .deflate(level: 6))
             let storeEntry = try BundleReader(at: bundle).storeEntry
             let compressedSize = Int(storeEntry.compressedSize), storeSize = Int(storeEntry.size)
             try Self.editRestarts(of: bundle) { restarts in

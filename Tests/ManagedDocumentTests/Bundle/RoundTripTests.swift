@@ -142,5 +142,18 @@ struct RoundTripTests {
                      "2023-11-14T24:00:00Z", "2023-11-14T22:61:00Z", "2023-11-14T22:13:20.Z", "2023-11-14T22:13:2xZ"] {
             #expect(ISO8601.parse(text) == nil, "\(text) is not a date")
         }
+        #expect(ISO8601.format(Date(timeIntervalSince1970: -0.25)) == "1969-12-31T23:59:59.750Z")
+        #expect(ISO8601.format(Date(timeIntervalSince1970: 1_700_000_000.9996)) == "2023-11-14T22:13:21.000Z")
+        // Every millisecond survives a round trip unchanged, however the fraction falls in binary.
+        var drifted: [String] = []
+        for base in ["2023-11-14T22:13:20", "2026-11-23T09:59:59", "1969-12-31T23:59:59"] {
+            for millisecond in 0..<1000 {
+                let digits = String(millisecond)
+                let text = base + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z"
+                guard let parsed = ISO8601.parse(text) else { drifted.append(text + " (unread)"); continue }
+                if ISO8601.format(parsed) != text { drifted.append(text + " → " + ISO8601.format(parsed)) }
+            }
+        }
+        #expect(drifted.isEmpty, "\(drifted.prefix(5))")
     }
 }

@@ -41,16 +41,44 @@ final class AtomicFile {
         let random = UUID().uuidString.prefix(8).lowercased()
         let temporaryPath = directory.appending(".\(name).\(random)\(AtomicFile.temporarySuffix)")
         do {
-            descriptor = try FileDescriptor.open(
-                temporaryPath, .readWrite, options: [.create, .exclusiveCreate, .noFollow, .closeOnExec],
-                permissions: [.ownerReadWrite, .groupRead, .otherRead])
+            descriptor = try AtomicFile.createLocked(temporaryPath)
         } catch let error as Errno {
             throw DocumentError(.cannotCreate, path: target,
                                 reason: "cannot create a temporary file in its folder", underlyingError: error)
         }
         self.temporaryPath = temporaryPath
-        // > The name is new and random, so nobody else can hold its lock; the lock only tells cleaners it is alive.
+    }
+
+    /// Creates a new file at `path` (never an existing one) that is already under this descriptor's exclusive
+    /// `flock(2)` when its name appears, so that no cleaner ever sees it unlocked while it is alive.
+    ///
+    /// On Linux the file is made without a name (`O_TMPFILE`), locked, then linked under `path`; on a file system
+    /// that cannot do that, it is created and locked at once (a cleaner could then take it for a dead one's in
+    /// between, and the write would fail: never lose data).
+    static func createLocked(_ path: FilePath) throws -> FileDescriptor {
+        let folder = path.removingLastComponent()
+        let mode: mode_t = 0o644
+        #if os(Linux)
+        let temporaryFile: Int32 = 0o20_200_000  // O_TMPFILE: __O_TMPFILE | O_DIRECTORY
+        let unnamed = (folder.isEmpty ? "." : folder).withPlatformString {
+            open($0, temporaryFile | O_RDWR | O_CLOEXEC, mode)
+        }
+        if unnamed >= 0 {
+            let descriptor = FileDescriptor(rawValue: unnamed)
+            _ = FileSystem.lockExclusively(descriptor, wait: false)  // a new file: nobody else can hold it
+            let linked = path.withPlatformString { linkat(AT_FDCWD, "/proc/self/fd/\(unnamed)", AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }
+            if linked == 0 { return descriptor }
+            let failure = errno
+            try? descriptor.close()  // Squash close error of a file that has no name.
+            if failure == EEXIST { throw Errno(rawValue: failure) }
+            // > No /proc, or links refused: made by name below.
+        }
+        #endif
+        let descriptor = try FileDescriptor.open(
+            path, .readWrite, options: [.create, .exclusiveCreate, .noFollow, .closeOnExec],
+            permissions: FilePermissions(rawValue: mode))
         _ = FileSystem.lockExclusively(descriptor, wait: false)
+        return descriptor
     }
 
     /// Flushes the temporary file, renames it over the target, and flushes the folder.
@@ -105,17 +133,29 @@ final class AtomicFile {
 
     /// Deletes one temporary file (`….partial`) or scratch folder (`….partial.d`) when no live writer holds its
     /// lock; anything else, or a temporary in use, is left alone.
+    ///
+    /// A scratch folder's lock is the temporary file of the same name without `.d`, created (locked) before the
+    /// folder and removed after it: a folder without that file is dead.
     static func removeIfStale(_ path: FilePath) throws {
         guard let candidate = path.lastComponent?.string else { return }
         if candidate.hasSuffix(temporarySuffix), FileSystem.isRegularFile(path) {
             if let descriptor = try? FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec]) {
                 defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
-                if FileSystem.lockExclusively(descriptor, wait: false) { try FileSystem.removeFile(path) }
+                if FileSystem.lockExclusively(descriptor, wait: false) {
+                    let folder = FilePath(path.string + ".d")
+                    if FileSystem.isDirectory(folder) { try FileSystem.removeTree(folder) }
+                    try FileSystem.removeFile(path)
+                }
             }
         } else if candidate.hasSuffix(ScratchDirectory.suffix), FileSystem.isDirectory(path) {
+            let lockFile = FilePath(String(path.string.dropLast(2)))
+            if FileSystem.isRegularFile(lockFile) {
+                try removeIfStale(lockFile)  // the folder goes with its lock file, when that is stale
+                return
+            }
+            // > A folder whose lock lives inside it (made by an earlier version), or none at all.
             let lock = path.appending(ScratchDirectory.lockName)
             guard let descriptor = try? FileDescriptor.open(lock, .readOnly, options: [.noFollow, .closeOnExec]) else {
-                // No lock file: its writer died between mkdir and creating the lock.
                 if (try? FileSystem.contentsOfDirectory(path))?.isEmpty == true { try FileSystem.removeTree(path) }
                 return
             }
@@ -125,14 +165,17 @@ final class AtomicFile {
     }
 }
 
-/// A private working folder beside a target, `.<target name>.<random>.partial.d`, held under a `flock(2)` on its
-/// `.lock` file while in use, and removed when done. One left by a process that died is removed by the next
-/// ``AtomicFile`` or ``ScratchDirectory`` for the same target.
+/// A private working folder beside a target, `.<target name>.<random>.partial.d`, alive while the temporary file
+/// `.<target name>.<random>.partial` beside it is held under a `flock(2)`: that file is created, already locked,
+/// before the folder, and removed after it. One left by a process that died is removed by the next
+/// ``AtomicFile`` or ``ScratchDirectory`` for the same target, or by `batch`'s walk.
 final class ScratchDirectory {
     static let suffix = ".partial.d"
+    /// The lock file inside working copies (``WorkingCopy``), and inside scratch folders of earlier versions.
     static let lockName = ".lock"
 
     let path: FilePath
+    private let lockPath: FilePath
     private let lock: FileDescriptor
 
     /// With `removingStale: false` the caller has removed stale temporaries itself (the folder is not listed again).
@@ -144,30 +187,36 @@ final class ScratchDirectory {
         }
         if removingStale { try AtomicFile.removeStaleTemporaries(for: target) }
         let random = UUID().uuidString.prefix(8).lowercased()
-        let path = folder.appending(".\(name).\(random)\(ScratchDirectory.suffix)")
-        if path.withPlatformString({ mkdir($0, 0o700) }) != 0 {
-            throw DocumentError(.cannotCreate, path: target, reason: "cannot create a working folder beside it",
-                                underlyingError: Errno(rawValue: errno))
-        }
+        let lockPath = folder.appending(".\(name).\(random)\(AtomicFile.temporarySuffix)")
+        let path = FilePath(lockPath.string + ".d")
         do {
-            lock = try FileDescriptor.open(path.appending(ScratchDirectory.lockName), .readWrite,
-                                           options: [.create, .exclusiveCreate, .closeOnExec], permissions: [.ownerReadWrite])
+            lock = try AtomicFile.createLocked(lockPath)
         } catch let error as Errno {
-            try? FileSystem.removeTree(path)  // Cleanup after a first error.
             throw DocumentError(.cannotCreate, path: target, reason: "cannot create a working folder beside it",
                                 underlyingError: error)
         }
-        _ = FileSystem.lockExclusively(lock, wait: false)
+        if path.withPlatformString({ mkdir($0, 0o700) }) != 0 {
+            let failure = Errno(rawValue: errno)
+            try? FileSystem.removeFile(lockPath)  // Cleanup after a first error.
+            try? lock.close()  // Squash close error of an empty lock file.
+            throw DocumentError(.cannotCreate, path: target, reason: "cannot create a working folder beside it",
+                                underlyingError: failure)
+        }
         self.path = path
+        self.lockPath = lockPath
     }
 
     deinit {
-        try? Self.remove(path)  // Cleanup; a leftover is removed by the next writer of the target.
-        try? lock.close()  // Squash close error: the folder is gone.
+        // > The folder first, its lock file last: a removal cut short leaves a lock file nobody holds (removed next
+        // > time, with what is left of the folder).
+        try? FileSystem.removeTree(path)  // Cleanup; a leftover is removed by the next writer of the target.
+        try? FileSystem.removeFile(lockPath)  // Cleanup; as above.
+        try? lock.close()  // Squash close error: the files are gone.
     }
 
-    /// Removes a scratch folder with its `.lock` last, so that a removal cut short by a crash leaves either a folder
-    /// whose lock file can be taken (removed next time) or an empty folder, never content without a lock file.
+    /// Removes a folder whose lock file is inside it (a working copy), the `.lock` last, so that a removal cut short
+    /// by a crash leaves either a folder whose lock file can be taken (removed next time) or an empty folder, never
+    /// content without a lock file.
     static func remove(_ path: FilePath) throws {
         for name in try FileSystem.contentsOfDirectory(path) where name != lockName {
             try FileSystem.removeTree(path.appending(name))

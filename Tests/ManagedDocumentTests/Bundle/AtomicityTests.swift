@@ -54,6 +54,47 @@ struct AtomicityTests {
         }
     }
 
+    @Test("temporaries are locked from the moment their names appear; cleaning leaves live ones and removes dead ones")
+    func temporariesAndCleaners() async throws {
+        try await withTemporaryDirectory { directory in
+            let target = directory.appending("Doc.mdz")
+            func temporaries() throws -> [String] {
+                try FileSystem.contentsOfDirectory(directory).filter { $0.hasPrefix(".Doc.mdz.") }.sorted()
+            }
+            do {
+                let file = try AtomicFile(target: target, replacing: false)
+                let scratch = try ScratchDirectory(besides: target)
+                try Fixtures.write([1, 2, 3], to: scratch.path.appending("persistentStore"))
+                for name in try temporaries() where !name.hasSuffix(".d") {
+                    // Another open file description cannot take the lock: the writer is seen as alive.
+                    let other = try FileDescriptor.open(directory.appending(name), .readOnly)
+                    #expect(!FileSystem.lockExclusively(other, wait: false), "\(name) is locked")
+                    try other.close()
+                }
+                let live = try temporaries()
+                #expect(live.count == 3, "\(live)")  // the file, the folder and the folder's lock file
+                try AtomicFile.removeStaleTemporaries(for: target)
+                #expect(try temporaries() == live, "live temporaries stay")
+                file.discard()
+                _ = scratch
+            }
+            #expect(try temporaries() == [], "a finished writer leaves nothing")
+
+            // What a writer that died leaves: a file and a folder with its lock file, nobody holding them; and a
+            // folder of an earlier version, whose lock file is inside it.
+            try Fixtures.write([9], to: directory.appending(".Doc.mdz.dead0001.partial"))
+            try FileSystem.createDirectory(directory.appending(".Doc.mdz.dead0002.partial.d"))
+            try Fixtures.write([9], to: directory.appending(".Doc.mdz.dead0002.partial"))
+            try Fixtures.write([9], to: directory.appending(".Doc.mdz.dead0002.partial.d/persistentStore"))
+            try FileSystem.createDirectory(directory.appending(".Doc.mdz.old00003.partial.d"))
+            try Fixtures.write([], to: directory.appending(".Doc.mdz.old00003.partial.d/.lock"))
+            try Fixtures.write([9], to: directory.appending(".Doc.mdz.old00003.partial.d/persistentStore"))
+            try FileSystem.createDirectory(directory.appending(".Doc.mdz.bare0004.partial.d"))
+            try AtomicFile.removeStaleTemporaries(for: target)
+            #expect(try temporaries() == [], "dead temporaries are removed")
+        }
+    }
+
     @Test("replacing a bundle that is killed mid-write leaves the previous bundle byte for byte")
     func killedReplacementKeepsPrevious() async throws {
         try await withTemporaryDirectory { directory in

@@ -39,11 +39,12 @@ static inline unsigned int carchive_isal_level_buffer_size(int level) {
 // How many bytes a sample deflates to at ISA-L's level 1, in one shot; 0 on failure. Used to store entries that
 // would not shrink.
 static inline unsigned long carchive_deflated_size(const void *bytes, unsigned long length) {
+    if (length > 0x0FFFFFFFul) return 0;  // a sample, never this large: the bound below stays in 32 bits
     struct isal_zstream *stream = (struct isal_zstream *)calloc(1, sizeof(struct isal_zstream));
     unsigned long capacity = length + (length >> 4) + 1024;
     unsigned char *out = (unsigned char *)malloc(capacity);
     unsigned long result = 0;
-    if (stream != NULL && out != NULL && length <= 0xFFFFFFFFul - 1024) {
+    if (stream != NULL && out != NULL) {
         isal_deflate_stateless_init(stream);
         stream->level = 1;
         stream->end_of_stream = 1;

@@ -44,7 +44,7 @@ final class ArchiveReader {
         let status = archive_read_next_header(handle, &entry)
         if status == ARCHIVE_EOF { return nil }
         guard status == ARCHIVE_OK, let entry else {
-            throw failure(status, "read the next entry header", code: .corruptArchive)
+            throw failure(status, "read the next entry header")
         }
         var rawName: [UInt8] = []
         if let name = archive_entry_pathname(entry) {
@@ -59,13 +59,13 @@ final class ArchiveReader {
 
     private func check(_ status: Int32, _ operation: String) throws {
         guard status != ARCHIVE_OK else { return }
-        throw failure(status, operation, code: .corruptArchive)
+        throw failure(status, operation)
     }
 
-    private func failure(_ status: Int32, _ operation: String, code: DocumentError.Code) -> DocumentError {
+    private func failure(_ status: Int32, _ operation: String) -> DocumentError {
         let underlying = ArchiveFailure(status: status, operation: operation, handle: handle)
         let message = underlying.message ?? ""
-        var code = code
+        var code: DocumentError.Code = .corruptArchive
         var reason = "the archive is damaged; restore it from a backup"
         if message.localizedCaseInsensitiveContains("crc") {
             code = .checksumMismatch

@@ -195,8 +195,9 @@ final class ArchiveWriter {
     /// compressed bound as its size (it writes any fewer bytes as they come and records the count it saw). Its
     /// local header and data descriptor are patched as they pass through the sink, and its central record in
     /// ``finish()``: method 8, the CRC-32 and size of the uncompressed bytes, sizes deferred to the descriptor
-    /// exactly as libarchive writes its own deflated entries. The bundle is re-read and inflated by libarchive
-    /// before it takes its name, so a stream that does not inflate to these bytes never lands.
+    /// exactly as libarchive writes its own deflated entries. The bundle is re-read and every entry inflated before
+    /// it takes its name (by zlib, segment by segment, where the stream has restart points; by ISA-L's inflater
+    /// otherwise), so a stream that does not inflate to these bytes never lands.
     private func addDeflatedEntry(named name: String, size: Int64, workers: Int,
                                   read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> EntryDigest {
         let declared = ParallelDeflater.compressedBound(forSize: size)
@@ -233,9 +234,12 @@ final class ArchiveWriter {
             case .sizeMismatch(let grew):
                 throw DocumentError(.sizeMismatch, path: path, entry: name,
                                     reason: "the source \(grew ? "grew" : "shrank") while it was being packed; nothing was replaced")
-            case .zlib(let status):
+            case .compressor(let engine, let status):
                 throw DocumentError(.ioFailure, path: path, entry: name,
-                                    reason: "zlib could not deflate the data (status \(status)); nothing was replaced")
+                                    reason: "\(engine) could not deflate the data (status \(status)); nothing was replaced")
+            case .outOfMemory:
+                throw DocumentError(.ioFailure, path: path, entry: name,
+                                    reason: "there is not enough memory for a compressor; nothing was replaced")
             }
         }
         let descriptor = try sink.capture { try check(archive_write_finish_entry(handle), "finish \(name)") }
@@ -418,7 +422,7 @@ private final class Sink {
     private func writeToFile(_ bytes: UnsafeRawBufferPointer) throws {
         try FileSystem.writeAll(descriptor, bytes, path: path)
         fileOffset += Int64(bytes.count)
-        if fileOffset - writebackOffset >= Self.writebackInterval && getenv("MD_NO_WRITEBACK") == nil {
+        if fileOffset - writebackOffset >= Self.writebackInterval {
             // > Only a hint: where the kernel cannot, the fsync before the rename writes everything as before.
             _ = carchive_start_writeback(descriptor.rawValue, writebackOffset, fileOffset - writebackOffset)
             writebackOffset = fileOffset

@@ -45,8 +45,10 @@ final class ParallelDeflater {
 
     /// Why a compression stopped; the caller names the entry.
     enum Failure: Error {
-        /// zlib refused (status) or the output did not fit its bound.
-        case zlib(Int)
+        /// The compressor (ISA-L or zlib) refused, with its status, or the output did not fit its bound.
+        case compressor(String, Int)
+        /// A compressor's state could not be allocated.
+        case outOfMemory
         /// The source produced more or fewer bytes than announced.
         case sizeMismatch(grew: Bool)
     }
@@ -82,7 +84,7 @@ final class ParallelDeflater {
         }
     }
 
-    /// A worker's zlib state; touched only on its own serial queue.
+    /// A worker's compressor state (ISA-L's or zlib's, by level); touched only on its own serial queue.
     private final class Worker: @unchecked Sendable {
         /// `nil` for the caller's own thread.
         let queue: DispatchQueue?
@@ -90,7 +92,7 @@ final class ParallelDeflater {
 
         init(index: Int?, level: Int) throws {
             queue = index.map { DispatchQueue(label: "ManagedDocument.deflate.\($0)") }
-            guard let deflater = carchive_deflater_new(Int32(level)) else { throw Failure.zlib(-4) }
+            guard let deflater = carchive_deflater_new(Int32(level)) else { throw Failure.outOfMemory }
             self.deflater = deflater
         }
 
@@ -135,6 +137,8 @@ final class ParallelDeflater {
     private var slots: [Slot]
     private let restartInterval: Int
     private let sliceSize: Int
+    /// Names the engine in a failure.
+    private let engine: String
 
     /// - Parameters:
     ///   - level: deflate level 1...9 (1-3: ISA-L, 4-9: zlib).
@@ -147,6 +151,7 @@ final class ParallelDeflater {
         precondition(restartInterval > 0 && restartInterval % sliceSize == 0, "restarts fall on slice boundaries")
         self.restartInterval = restartInterval
         self.sliceSize = sliceSize
+        engine = carchive_deflate_is_fast(Int32(level)) != 0 ? "ISA-L" : "zlib"
         let capacity = Int(min(Int64(sliceSize), max(1, size ?? Int64(sliceSize))))
         if workers > 0 {
             self.workers = try (0..<workers).map { try Worker(index: $0, level: level) }
@@ -183,7 +188,9 @@ final class ParallelDeflater {
             let slot = slots[emitted % slots.count]
             slot.done.wait()
             slot.isPending = false
-            guard slot.compressedLength >= 0 else { throw Failure.zlib(slot.compressedLength) }
+            guard slot.compressedLength >= 0 else {
+                throw Failure.compressor(engine, slot.compressedLength)
+            }
             if slot.isRestart { restarts.append(compressed) }
             crc = carchive_crc32_combine(crc, slot.crc32, slot.length)
             try write(UnsafeRawBufferPointer(rebasing: slot.output[..<slot.compressedLength]))

@@ -208,7 +208,8 @@ final class JSONReportStream {
     }
 }
 
-/// `--report FILE`: written to `.FILE.partial` beside it, flushed and renamed into place by `commit()`.
+/// `--report FILE`: written to `.FILE.<pid>.report` beside it, flushed and renamed into place by `commit()`. Not
+/// named `….partial`: a report inside the tree being walked would be taken for a conversion's dead temporary.
 final class ReportFile {
     let path: FilePath
     let temporary: FilePath
@@ -218,7 +219,7 @@ final class ReportFile {
         self.path = path
         let parent = path.removingLastComponent()
         let folder: FilePath = parent.isEmpty ? "." : parent
-        temporary = folder.appending(".\(path.lastComponent?.string ?? "report").\(getpid()).partial")
+        temporary = folder.appending(".\(path.lastComponent?.string ?? "report").\(getpid()).report")
         guard FileManager.default.createFile(atPath: temporary.string, contents: nil),
               let handle = FileHandle(forWritingAtPath: temporary.string) else {
             throw ReportFileError(message: "\(path): cannot write the report there; choose another --report")

@@ -71,8 +71,22 @@ struct SourceSnapshot {
     }
 
     /// One try: `nil` when the store is in use right now.
-    private static func attempt(_ legacy: LegacyStore, into directory: () throws -> FilePath,
+    private static func attempt(_ detected: LegacyStore, into directory: () throws -> FilePath,
                                 inPlaceAllowed: Bool) throws -> SourceSnapshot? {
+        // > Sidecars come and go with the apps that use the store (SQLite deletes its -wal and -shm on the last
+        // > close, a -journal on commit): they are looked for again on every try.
+        var legacy = detected
+        legacy.sidecars = LegacyDetector.sidecarSuffixes.map { FilePath(detected.store.string + $0) }
+            .filter { FileSystem.isRegularFile($0) }
+        do {
+            return try attemptWithSidecars(legacy, into: directory, inPlaceAllowed: inPlaceAllowed)
+        } catch let error as DocumentError where error.code == .notFound && error.path != legacy.store {
+            return nil  // a sidecar went away while it was read: the store was in use, try again
+        }
+    }
+
+    private static func attemptWithSidecars(_ legacy: LegacyStore, into directory: () throws -> FilePath,
+                                            inPlaceAllowed: Bool) throws -> SourceSnapshot? {
         let main = try FileSystem.openForReading(legacy.store)
         var keepsMainOpen = false
         defer { if !keepsMainOpen { try? main.close() } }  // Squash close error of a read-only descriptor (its locks go with it).
@@ -84,13 +98,13 @@ struct SourceSnapshot {
         var isWAL = StoreInspector.isWAL(header: header)
         if !isWAL, let wal = legacy.sidecar("-wal"), (try FileSystem.status(wal))?.size ?? 0 > 0 { isWAL = true }
         var copies: [(FilePath, String)] = [(legacy.store, "persistentStore")]
+        var walStamps: [FileStamp] = []
         if isWAL {
-            if let shm = legacy.sidecar("-shm") {
-                let shmDescriptor = try FileSystem.openForReading(shm)
-                defer { try? shmDescriptor.close() }  // Squash close error of a read-only descriptor.
-                if try isLocked(shmDescriptor, start: shmLockOffset, length: shmLockCount, path: shm) { return nil }
-            }
+            if try isOpenInWALMode(legacy) { return nil }
             if try isLocked(main, start: pendingByte, length: 2 + sharedSize, path: legacy.store) { return nil }
+            // > No lock keeps a WAL store still while it is copied: what it looked like before must be what it looks
+            // > like after, and nobody may have opened it meanwhile.
+            walStamps = try stamps(of: legacy)
             if let wal = legacy.sidecar("-wal") { copies.append((wal, "persistentStore-wal")) }
         } else {
             // > SQLite takes a read lock on PENDING, then on the SHARED range, then releases PENDING.
@@ -140,13 +154,20 @@ struct SourceSnapshot {
                                                 sha256: digest.sha256))
         }
         let stamps = try stamps(of: legacy)
-        if isWAL, let shm = legacy.sidecar("-shm") {
-            // Somebody opened the store while it was being copied: try again.
-            let shmDescriptor = try FileSystem.openForReading(shm)
-            defer { try? shmDescriptor.close() }  // Squash close error of a read-only descriptor.
-            if try isLocked(shmDescriptor, start: shmLockOffset, length: shmLockCount, path: shm) { return nil }
+        if isWAL {
+            // Somebody opened the store, or changed it, while it was being copied: try again.
+            if try isOpenInWALMode(legacy) || stamps != walStamps { return nil }
         }
         return SourceSnapshot(files: files, store: directory.appending("persistentStore"), lock: nil, stamps: stamps)
+    }
+
+    /// Whether a connection has the store open in WAL mode: one holds a lock on the `-shm`'s lock bytes (the `-shm`
+    /// beside the store now, whether or not it was there when the store was found).
+    private static func isOpenInWALMode(_ legacy: LegacyStore) throws -> Bool {
+        let shm = FilePath(legacy.store.string + "-shm")
+        guard let descriptor = try? FileSystem.openForReading(shm) else { return false }  // none: nobody has it open
+        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+        return try isLocked(descriptor, start: shmLockOffset, length: shmLockCount, path: shm)
     }
 
     /// The files whose change would mean a commit: the main file (its header holds the change counter) and a `-wal`
@@ -185,12 +206,7 @@ struct SourceSnapshot {
         defer { if !keepsOpen { try? main.close() } }  // Squash close error of a read-only descriptor.
         let deadline = Date().addingTimeInterval(busyTimeout)
         while true {
-            var inUse = false
-            let shm = legacy.sidecar("-shm") ?? FilePath(legacy.store.string + "-shm")
-            if let shmDescriptor = try? FileSystem.openForReading(shm) {
-                defer { try? shmDescriptor.close() }  // Squash close error of a read-only descriptor.
-                inUse = try Self.isLocked(shmDescriptor, start: Self.shmLockOffset, length: Self.shmLockCount, path: shm)
-            }
+            var inUse = try isOpenInWALMode(legacy)
             if !inUse {
                 inUse = try !Self.lock(main, type: lockType, start: Self.pendingByte, length: 2 + Self.sharedSize,
                                        path: legacy.store)

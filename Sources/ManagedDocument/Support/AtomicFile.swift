@@ -59,7 +59,7 @@ final class AtomicFile {
         let folder = path.removingLastComponent()
         let mode: mode_t = 0o644
         #if os(Linux)
-        let temporaryFile: Int32 = 0o20_200_000  // O_TMPFILE: __O_TMPFILE | O_DIRECTORY
+        let temporaryFile: Int32 = 0o20_000_000 | O_DIRECTORY  // O_TMPFILE: __O_TMPFILE | O_DIRECTORY (per architecture)
         let unnamed = (folder.isEmpty ? "." : folder).withPlatformString {
             open($0, temporaryFile | O_RDWR | O_CLOEXEC, mode)
         }
@@ -209,9 +209,11 @@ final class ScratchDirectory {
     deinit {
         // > The folder first, its lock file last: a removal cut short leaves a lock file nobody holds (removed next
         // > time, with what is left of the folder).
-        try? FileSystem.removeTree(path)  // Cleanup; a leftover is removed by the next writer of the target.
-        try? FileSystem.removeFile(lockPath)  // Cleanup; as above.
-        try? lock.close()  // Squash close error: the files are gone.
+        // > The lock file goes only with the folder: a folder left without its lock file would never be removed.
+        if (try? FileSystem.removeTree(path)) != nil {  // Cleanup; a leftover is removed by the next writer
+            try? FileSystem.removeFile(lockPath)  // Cleanup; as above.
+        }
+        try? lock.close()  // Squash close error: the files are gone, or removed next time.
     }
 
     /// Removes a folder whose lock file is inside it (a working copy), the `.lock` last, so that a removal cut short

@@ -22,7 +22,7 @@ struct DisposalLockTests {
             _ = try queue.writeWithoutTransaction { try String.fetchOne($0, sql: "PRAGMA journal_mode = \(journalMode)") }
             try queue.write { try $0.execute(sql: "INSERT INTO note(title) VALUES ('before')") }
             let stamps = try SourceSnapshot.stamps(of: try legacy(path))
-            // One more row: in WAL mode it lands in the -wal only, the main file's bytes and size unchanged.
+            // One more row, and the connection closes: SQLite writes it into the main file.
             try queue.write { try $0.execute(sql: "INSERT INTO note(title) VALUES ('after')") }
             try queue.close()
             let error = #expect(throws: DocumentError.self) {
@@ -30,6 +30,39 @@ struct DisposalLockTests {
             }
             #expect(error?.code == .storeBusy)
             #expect(error?.reason.contains("was written to") == true, "\(String(describing: error))")
+        }
+    }
+
+    @Test("a commit that lives only in the -wal (its app died before a checkpoint) is caught")
+    func commitOnlyInTheWAL() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = try Fixtures.makeStore(at: directory.appending("Crashed.sqlite"), rows: 40)
+            // An app that commits in WAL mode and dies: the -wal keeps the commit, the main file does not have it.
+            func commitAndDie(_ title: String) throws {
+                let script = """
+                    import os, signal, sqlite3, sys
+                    db = sqlite3.connect(sys.argv[1], isolation_level=None)
+                    db.execute("PRAGMA journal_mode=WAL")
+                    db.execute("PRAGMA wal_autocheckpoint=0")
+                    db.execute("INSERT INTO note(title) VALUES (?)", (sys.argv[2],))
+                    os.kill(os.getpid(), signal.SIGKILL)
+                    """
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                process.arguments = ["python3", "-c", script, path.string, title]
+                try process.run()
+                process.waitUntilExit()
+            }
+            try commitAndDie("first")
+            let mainBefore = try Fixtures.bytes(of: path)
+            let stamps = try SourceSnapshot.stamps(of: try legacy(path))
+            try commitAndDie("second")
+            #expect(try Fixtures.bytes(of: path) == mainBefore, "the main file did not change")
+            let error = #expect(throws: DocumentError.self) {
+                try SourceSnapshot.lockForDisposal(of: try legacy(path), unchangedSince: stamps, busyTimeout: 0.2)
+            }
+            #expect(error?.code == .storeBusy)
+            #expect(error?.reason.contains("Crashed.sqlite-wal changed") == true, "\(String(describing: error))")
         }
     }
 

@@ -143,6 +143,40 @@ struct HostileSourceTests {
         }
     }
 
+    @Test("a WAL store whose app closes while the conversion waits (its -wal and -shm deleted) converts once closed")
+    func appClosesWhileWaiting() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = try Fixtures.makeStore(at: directory.appending("Closing.sqlite"), rows: 30)
+            let script = """
+                import sqlite3, sys, time
+                db = sqlite3.connect(sys.argv[1], isolation_level=None)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("INSERT INTO note(title) VALUES ('written by the app')")
+                print("open", flush=True)
+                time.sleep(0.8)
+                db.close()
+                """
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", "-c", script, path.string]
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            try process.run()
+            defer { process.waitUntilExit() }
+            _ = pipe.fileHandleForReading.availableData  // "open": the -wal and -shm exist now
+            #expect(FileSystem.isRegularFile(FilePath(path.string + "-shm")))
+            var options = ConversionOptions()
+            options.legacyPolicy = .keep
+            options.busyTimeout = 10
+            let report = try LegacyConverter(options: options).convert(storeAt: path)
+            #expect(report.outcome == .converted)
+            #expect(!FileSystem.isRegularFile(FilePath(path.string + "-wal")), "the app closed and SQLite deleted it")
+            let digests = try Fixtures.bundleDigests(directory.appending("Closing.mdz"))
+            #expect(digests == (try Fixtures.digestsAsSQLiteReads(path)), "the app's last row is in the bundle")
+            #expect(report.rowCounts["note"] == 31)
+        }
+    }
+
     @Test("a bundle and a sidecar passed as sources are refused with a hint")
     func bundlesAndSidecars() async throws {
         try await withTemporaryDirectory { directory in

@@ -154,7 +154,7 @@ enum FileSystem {
             throw DocumentError(.cannotCreate, path: parent, reason: "cannot create a working folder",
                                 underlyingError: Errno(rawValue: errno))
         }
-        return FilePath(String(cString: template))
+        return template.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
     }
 
     /// The SHA-256 and size of a file, read in 1 MiB chunks.

@@ -173,10 +173,7 @@ struct SourceSnapshot {
     /// The files whose change would mean a commit: the main file (its header holds the change counter) and a `-wal`
     /// (its header holds the salts a restart changes; frames make it grow).
     static func stamps(of legacy: LegacyStore) throws -> [FileStamp] {
-        var stamps = [try FileStamp(legacy.store, headCount: 100)]
-        let wal = legacy.sidecar("-wal") ?? FilePath(legacy.store.string + "-wal")
-        stamps.append(try FileStamp(wal, headCount: 32))
-        return stamps
+        [try FileStamp(legacy.store, headCount: 100), try FileStamp(FilePath(legacy.store.string + "-wal"), headCount: 32)]
     }
 
     /// Keeps every SQLite connection out of the store (an exclusive lock on its lock bytes: none can read or commit)

@@ -47,11 +47,7 @@ struct DisposalLockTests {
                     db.execute("INSERT INTO note(title) VALUES (?)", (sys.argv[2],))
                     os.kill(os.getpid(), signal.SIGKILL)
                     """
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-                process.arguments = ["python3", "-c", script, path.string, title]
-                try process.run()
-                process.waitUntilExit()
+                try Fixtures.runPython(script, [path.string, title])
             }
             try commitAndDie("first")
             let mainBefore = try Fixtures.bytes(of: path)
@@ -79,14 +75,8 @@ struct DisposalLockTests {
                 print("reading", flush=True)
                 time.sleep(30)
                 """
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", "-c", script, path.string]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            try process.run()
+            let process = try Fixtures.startPython(script, [path.string])  // "reading"
             defer { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
-            _ = pipe.fileHandleForReading.availableData  // "reading"
             let stamps = try SourceSnapshot.stamps(of: try legacy(path))
             let started = Date()
             let error = #expect(throws: DocumentError.self) {

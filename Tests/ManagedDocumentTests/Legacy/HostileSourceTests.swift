@@ -125,14 +125,8 @@ struct HostileSourceTests {
                 print("locked", flush=True)
                 time.sleep(30)
                 """
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", "-c", script, path.string]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            try process.run()
+            let process = try Fixtures.startPython(script, [path.string])  // "locked"
             defer { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
-            _ = pipe.fileHandleForReading.availableData  // "locked"
             let before = try Fixtures.fileHashes(directory)
             let started = Date()
             let error = #expect(throws: DocumentError.self) { try converter(timeout: 0.5).convert(storeAt: path) }
@@ -156,14 +150,8 @@ struct HostileSourceTests {
                 time.sleep(0.8)
                 db.close()
                 """
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", "-c", script, path.string]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            try process.run()
+            let process = try Fixtures.startPython(script, [path.string])  // "open": the -wal and -shm exist now
             defer { process.waitUntilExit() }
-            _ = pipe.fileHandleForReading.availableData  // "open": the -wal and -shm exist now
             #expect(FileSystem.isRegularFile(FilePath(path.string + "-shm")))
             var options = ConversionOptions()
             options.legacyPolicy = .keep

@@ -6,6 +6,28 @@ import SystemPackage
 
 /// Stores and bundles made in code for tests.
 enum Fixtures {
+    /// Starts `python3 -c script arguments…` in another process and returns once it has printed its first output
+    /// (the script prints when it holds the store as the test needs it). The caller ends it.
+    static func startPython(_ script: String, _ arguments: [String]) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script] + arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        _ = pipe.fileHandleForReading.availableData
+        return process
+    }
+
+    /// Runs `python3 -c script arguments…` in another process to its end (or its death).
+    static func runPython(_ script: String, _ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script] + arguments
+        try process.run()
+        process.waitUntilExit()
+    }
+
     /// A store with `rows` notes (text, NULLs, integers, reals, blobs) and a tags table, in DELETE journal mode.
     @discardableResult
     static func makeStore(at path: FilePath, rows: Int, blobSize: Int = 300, seed: UInt64 = 1) throws -> FilePath {

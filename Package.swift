@@ -122,6 +122,17 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            // An app's view: the public API only (no @testable import), as a package that depends on this one.
+            name: "DocumentAppTests",
+            dependencies: [
+                "ManagedDocument",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "docconvertTests",
             dependencies: [
                 "docconvert",

@@ -1,3 +1,4 @@
+import Foundation
 import SystemPackage
 
 /// The one error type thrown by the public API of ManagedDocument.
@@ -19,7 +20,7 @@ import SystemPackage
 ///     print("Please update the app to open \(error.path?.string ?? "this document")")
 /// }
 /// ```
-public struct DocumentError: Error, Sendable, CustomStringConvertible {
+public struct DocumentError: Error, Sendable, CustomStringConvertible, LocalizedError {
     /// What went wrong. A struct rather than an enum, so that a new code never breaks a client's `switch`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         enum Storage: String, Hashable, Sendable {
@@ -30,6 +31,7 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible {
             case invalidMetadata, metadataMismatch, newerFormat, notSQLite, storeCorrupt, storeInWALMode
             case ioFailure, cannotCreate, inUse, notALegacyStore, storeBusy, verificationFailed
             case newerModel, migrationFailed, legacyConversionFailed, invalidMigrations, migrationChanged
+            case closed, readOnly, modelMismatch, documentTypeMismatch
         }
         let storage: Storage
         init(_ storage: Storage) { self.storage = storage }
@@ -114,6 +116,16 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible {
         /// An applied migration no longer matches its file (edited, renamed or removed), or a new file sorts before one
         /// already applied; nothing is applied until the folder and the documents agree again.
         public static var migrationChanged: Self { Self(.migrationChanged) }
+        /// The ``Document`` was closed; open it again to use it.
+        public static var closed: Self { Self(.closed) }
+        /// The operation writes, and the ``Document`` was opened read-only (or its editing is disabled).
+        public static var readOnly: Self { Self(.readOnly) }
+        /// The document was made with another app's model (its model name differs from the migrator's); it can be
+        /// opened read-only, never migrated or relabelled.
+        public static var modelMismatch: Self { Self(.modelMismatch) }
+        /// The document's media type is not the one this app writes (``Document/OpenOptions/mediaType``); it can be
+        /// opened read-only.
+        public static var documentTypeMismatch: Self { Self(.documentTypeMismatch) }
     }
 
     /// What went wrong.
@@ -147,6 +159,14 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible {
         var line = parts.joined(separator: ": ")
         if let underlyingError { line += " (\(underlyingError))" }
         return line
+    }
+
+    /// The same line as ``description``, so that `error.localizedDescription` in an app says what happened.
+    public var errorDescription: String? { description }
+
+    /// What failed, without the underlying error: `<path>: <entry>: <reason>`.
+    public var failureReason: String? {
+        ([path?.string, entry].compactMap { $0 } + [reason]).joined(separator: ": ")
     }
 }
 

@@ -132,6 +132,8 @@ struct Migrate: AsyncParsableCommand {
         options.lockTimeout = lockTimeout
         options.migrations = migrator
         do {
+            // > A tool migrates documents of any app: the bundle's own media type is the one accepted.
+            options.mediaType = try Document.metadata(at: FilePath(result.path)).mediaType
             let document = try await Document.open(at: FilePath(result.path), options: options)
             result.applied = document.appliedMigrations
             try await document.close(savingChanges: false)  // open saved once every migration succeeded

@@ -12,6 +12,10 @@ import SystemPackage
 /// bundle libarchive reads differently from its own parse is refused; the entries' data is read by ``EntryReader``
 /// and ``ParallelInflater`` at the offsets ``BundleReader`` validated.
 ///
+/// libarchive reads the descriptor it is given with positional reads (`pread(2)`) at a position of its own, never
+/// the path: a bundle replaced under its name while it is read (a save beside a reader) cannot hand it another
+/// file's bytes, and other readers of the same descriptor are not disturbed.
+///
 /// Names and sizes it reports are untrusted; ``BundleReader`` checks them against the directory it validated.
 /// Not `Sendable`: a libarchive handle belongs to one task.
 final class ArchiveReader {
@@ -22,17 +26,69 @@ final class ArchiveReader {
         var isEncrypted: Bool
     }
 
+    /// What libarchive's callbacks read through: the descriptor, libarchive's position in it, and one buffer.
+    private final class Source {
+        static let bufferSize = 1 << 16
+        let descriptor: Int32
+        let size: Int64
+        var position: Int64 = 0
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: Source.bufferSize, alignment: 16)
+
+        init(descriptor: Int32, size: Int64) {
+            self.descriptor = descriptor
+            self.size = size
+        }
+
+        deinit { buffer.deallocate() }
+    }
+
     private let handle: OpaquePointer  // struct archive *
     private let path: FilePath
+    private let source: Source
     private(set) var currentName: String?
 
-    init(path: FilePath) throws {
+    /// Opens the archive in `descriptor` (which stays the caller's: it is never closed here).
+    init(descriptor: FileDescriptor, size: UInt64, path: FilePath) throws {
         guard let handle = archive_read_new() else { throw ArchiveFailure.outOfMemory }
         self.handle = handle  // from here on deinit frees it, even if init throws
         self.path = path
+        self.source = Source(descriptor: descriptor.rawValue, size: Int64(clamping: size))
         // > The seekable reader takes entries from the central directory; the streaming one guesses from local headers.
         try check(archive_read_support_format_zip_seekable(handle), "enable the zip reader")
-        try check(path.withPlatformString { archive_read_open_filename(handle, $0, 1 << 16) }, "open the archive")
+        try check(archive_read_set_read_callback(handle, { _, context, buffer in
+            let source = Unmanaged<Source>.fromOpaque(context!).takeUnretainedValue()
+            while true {
+                let count = pread(source.descriptor, source.buffer, Source.bufferSize, off_t(source.position))
+                if count < 0 && errno == EINTR { continue }
+                if count < 0 { return -1 }  // libarchive reports a fatal read error; errno says why
+                source.position += Int64(count)
+                buffer?.pointee = UnsafeRawPointer(source.buffer)
+                return count
+            }
+        }), "set the read callback")
+        try check(archive_read_set_seek_callback(handle, { _, context, offset, whence in
+            let source = Unmanaged<Source>.fromOpaque(context!).takeUnretainedValue()
+            let base: Int64
+            switch whence {
+            case SEEK_SET: base = 0
+            case SEEK_CUR: base = source.position
+            case SEEK_END: base = source.size
+            default: return Int64(ARCHIVE_FATAL)
+            }
+            let (target, overflow) = base.addingReportingOverflow(offset)
+            guard !overflow, target >= 0 else { return Int64(ARCHIVE_FATAL) }
+            source.position = target
+            return target
+        }), "set the seek callback")
+        try check(archive_read_set_skip_callback(handle, { _, context, request in
+            let source = Unmanaged<Source>.fromOpaque(context!).takeUnretainedValue()
+            let skipped = max(0, min(request, source.size - source.position))
+            source.position += skipped
+            return skipped
+        }), "set the skip callback")
+        try check(archive_read_set_callback_data(handle, Unmanaged.passUnretained(source).toOpaque()),
+                  "set the callback data")
+        try check(archive_read_open1(handle), "open the archive")
     }
 
     deinit { archive_read_free(handle) }

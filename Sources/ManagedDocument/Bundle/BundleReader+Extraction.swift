@@ -40,9 +40,16 @@ extension BundleReader {
     ///   ``DocumentError/Code/ioFailure``.
     @discardableResult
     public func extract(into directory: FilePath) throws -> ExtractedBundle {
+        try extract(into: directory, permissions: [.ownerReadWrite, .groupRead, .otherRead])
+    }
+
+    /// ``extract(into:)`` with the files created at `permissions` (the umask applies too): a document's working
+    /// copy is extracted at 0600.
+    @discardableResult
+    func extract(into directory: FilePath, permissions: FilePermissions) throws -> ExtractedBundle {
         let created = try Self.prepareEmptyDirectory(directory)
         do {
-            try streamEntries(into: directory) { _ in true }
+            try streamEntries(into: directory, permissions: permissions) { _ in true }
         } catch {
             if created {
                 try? FileSystem.removeTree(directory)  // Cleanup after a first error; the error is what counts.
@@ -107,17 +114,19 @@ extension BundleReader {
     ///
     /// - Returns: the number of bytes inflated.
     @discardableResult
-    func streamEntries(into directory: FilePath?, shouldWrite: (BundleEntry) -> Bool) throws -> UInt64 {
+    func streamEntries(into directory: FilePath?,
+                       permissions: FilePermissions = [.ownerReadWrite, .groupRead, .otherRead],
+                       shouldWrite: (BundleEntry) -> Bool) throws -> UInt64 {
         var byName: [String: BundleEntry] = [:]
         for entry in entries { byName[entry.name] = entry }
         var expected: [String: String] = [BundleLayout.store: metadata.store.sha256]
         for entry in metadata.entries { expected[entry.name] = entry.sha256 }
 
-        let archive = try ArchiveReader(path: path)
         // libarchive walks the headers (it must see exactly the entries the directory lists); the data is read
-        // straight from the file at the offsets the reader validated, and inflated by ISA-L.
-        let file = try FileSystem.openForReading(path)
-        defer { try? file.close() }  // Squash close error of a read-only descriptor.
+        // straight from the file at the offsets the reader validated, and inflated by ISA-L. Both read the one
+        // descriptor the reader opened, never the path again.
+        let file = descriptor
+        let archive = try ArchiveReader(descriptor: file, size: fileSize, path: path)
         let reader = try EntryReader(descriptor: file, path: path, deflated: entries.contains { $0.isCompressed })
         // SHA-256 on a second thread while the next chunk inflates (inline for a bundle of small entries).
         let largest = entries.lazy.filter { $0.role != .mimetype && $0.role != .metadata }.map(\.size).max() ?? 0
@@ -148,7 +157,7 @@ extension BundleReader {
                 try FileSystem.createDirectory(target.removingLastComponent())
                 do {
                     output = try FileDescriptor.open(target, .writeOnly, options: [.create, .exclusiveCreate, .noFollow, .closeOnExec],
-                                                     permissions: [.ownerReadWrite, .groupRead, .otherRead])
+                                                     permissions: permissions)
                 } catch let error as Errno {
                     throw DocumentError(.cannotCreate, path: target, entry: name,
                                         reason: "cannot create the extracted file", underlyingError: error)
@@ -218,8 +227,6 @@ extension BundleReader {
     /// Inflates `entry` on several cores; returns the SHA-256 of its bytes after checking their CRC-32.
     private func inflateInParallel(_ entry: BundleEntry, restarts: DocumentMetadata.DeflateRestarts,
                                    consume: (UnsafeRawBufferPointer) throws -> Void) throws -> String {
-        let descriptor = try FileSystem.openForReading(path)
-        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
         let result: ParallelInflater.Result
         do {
             let inflater = try ParallelInflater(workers: ParallelDeflater.availableCores, interval: restarts.interval)

@@ -59,6 +59,10 @@ public final class BundleReader: Sendable {
     public let isZIP64: Bool
     /// The limits this reader enforces.
     public let limits: ReadingLimits
+    /// The bundle file as it was when the reader opened it: every later read (libarchive's walk, the entries' data,
+    /// the parallel inflater) goes through this descriptor, so a bundle replaced under ``path`` while it is read
+    /// (a save beside a reader) is never mixed with the one that was checked.
+    let descriptor: FileDescriptor
 
     /// Opens and checks a bundle.
     ///
@@ -83,7 +87,8 @@ public final class BundleReader: Sendable {
             }
             throw DocumentError.io("cannot open the bundle", path: path, errno: error)
         }
-        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+        var isKept = false
+        defer { if !isKept { try? descriptor.close() } }  // Squash close error of a read-only descriptor.
         var info = stat()
         guard fstat(descriptor.rawValue, &info) == 0 else {
             throw DocumentError.io("cannot read the file's status", path: path, errno: Errno(rawValue: errno))
@@ -319,6 +324,12 @@ public final class BundleReader: Sendable {
         let metadata = try DocumentMetadata.decode(metadataBytes, bundle: path)
         try Self.check(metadata, mediaType: mediaType, entries: entries, path: path)
         self.metadata = metadata
+        self.descriptor = descriptor
+        isKept = true
+    }
+
+    deinit {
+        try? descriptor.close()  // Squash close error of a read-only descriptor.
     }
 
     /// The entry for a name.

@@ -13,13 +13,22 @@ extension Document {
     /// document is saved once, after all of them succeeded. The function returns when the document is open.
     ///
     /// - Returns: the open document.
+    /// A bundle reached through a symbolic link is opened where the link points: saves replace that file, never the
+    /// link. For writing, the bundle must be of this app: its media type ``OpenOptions/mediaType`` and, when
+    /// ``OpenOptions/migrations`` names a model, that model at a version no newer than the app's; any bundle opens
+    /// read-only.
+    ///
     /// - Throws: ``DocumentError``: ``DocumentError/Code/notFound``, ``DocumentError/Code/inUse``,
     ///   ``DocumentError/Code/newerFormat``, ``DocumentError/Code/newerModel`` (for writing),
+    ///   ``DocumentError/Code/modelMismatch`` and ``DocumentError/Code/documentTypeMismatch`` (for writing),
+    ///   ``DocumentError/Code/cannotCreate`` when the working copies' folder is not a private folder of this user,
     ///   ``DocumentError/Code/migrationFailed`` (the bundle is untouched), ``DocumentError/Code/legacyConversionFailed``,
     ///   and any reader code when the bundle is damaged.
     public static func open(at path: FilePath, options: OpenOptions = OpenOptions()) async throws -> Document {
         let root = WorkingCopy.root(options.workingDirectory)
+        try WorkingCopy.prepareRoot(root, isDefault: options.workingDirectory == nil)
         _ = try? removeStaleWorkingCopies(in: root, olderThan: 7 * 24 * 3600)  // housekeeping; never fails an open
+        let path = try resolvingSymbolicLinks(path)
         if options.isReadOnly {
             return try await openReadOnly(at: path, options: options, root: root)
         }
@@ -97,7 +106,7 @@ extension Document {
         let copy = try WorkingCopy.snapshot(root: root)
         do {
             let copyLock = try lockWorkingCopy(copy)
-            try reader.extract(into: copy.content)
+            try reader.extract(into: copy.content, permissions: [.ownerReadWrite])
             let queue = try openQueue(copy.store, readOnly: true)
             let document = try Document(path: path, isReadOnly: true, editingDisabled: true, metadata: reader.metadata,
                                         queue: queue, documentLock: nil, workingCopy: copy, options: options,
@@ -134,8 +143,10 @@ extension Document {
             }
         }
         let reader = try BundleReader(at: path, limits: options.limits)
+        try checkIsOfThisApp(reader.metadata, options: options, path: path)
+        // > A save killed mid-write left its aside file: nobody holds its lock, and we hold the document's.
+        try? AtomicFile.removeStaleTemporaries(for: path)  // housekeeping; never fails an open
         let copy = WorkingCopy.location(for: path, root: root)
-        try FileSystem.createDirectory(root)
 
         // A working copy already there belongs to a process that died holding this document (we hold its lock).
         var recovered = false
@@ -148,12 +159,12 @@ extension Document {
             }
         }
         if !recovered {
-            try FileSystem.createDirectory(copy.directory)
+            try FileSystem.createDirectory(copy.directory, mode: 0o700)
         }
         let copyLock = try lockWorkingCopy(copy)
         do {
             if !recovered {
-                try reader.extract(into: copy.content)
+                try reader.extract(into: copy.content, permissions: [.ownerReadWrite])
                 try copy.writeBase(WorkingCopy.Base(bundle: path.string, storeSHA256: reader.metadata.store.sha256))
             }
             let queue = try openQueue(copy.store, readOnly: false)
@@ -174,6 +185,35 @@ extension Document {
             try? FileSystem.removeTree(copy.directory)  // Cleanup after a first error: the bundle is untouched.
             try? copyLock.close()  // Squash close error: the folder is gone.
             throw error
+        }
+    }
+
+    /// The path itself, or where it leads when it is a symbolic link (a missing path is returned as it is).
+    static func resolvingSymbolicLinks(_ path: FilePath) throws -> FilePath {
+        guard let status = try FileSystem.status(path), status.kind == .symlink else { return path }
+        guard let resolved = path.withPlatformString({ realpath($0, nil) }) else {
+            throw DocumentError(.notFound, path: path, reason: "is a symbolic link to a file that does not exist",
+                                underlyingError: Errno(rawValue: errno))
+        }
+        defer { free(resolved) }
+        return FilePath(platformString: resolved)
+    }
+
+    /// Refuses, for writing, a bundle of another app: another media type, another model, or a newer model version.
+    static func checkIsOfThisApp(_ metadata: DocumentMetadata, options: OpenOptions, path: FilePath) throws {
+        guard metadata.mediaType == options.mediaType else {
+            throw DocumentError(.documentTypeMismatch, path: path,
+                                reason: "is a '\(metadata.mediaType)' document, not '\(options.mediaType)'; it was made by another app and can only be opened read-only")
+        }
+        guard let migrator = options.migrations, !migrator.isSupplementary else { return }
+        if let name = metadata.model.name, name != migrator.modelName {
+            throw DocumentError(.modelMismatch, path: path,
+                                reason: "holds the model '\(name)', not '\(migrator.modelName)'; it was made by another app and can only be opened read-only")
+        }
+        if metadata.model.name == migrator.modelName, let version = metadata.model.version,
+           let appVersion = migrator.modelVersion, ModelVersion.isNewer(version, than: appVersion) {
+            throw DocumentError(.newerModel, path: path,
+                                reason: "holds model '\(migrator.modelName)' version \(version), newer than this app's \(appVersion): update the app to edit it (it can be opened read-only)")
         }
     }
 
@@ -246,5 +286,28 @@ extension Document {
             if case .legacyStore(let store) = try LegacyDetector.detect(at: candidate) { return store }
         }
         return nil
+    }
+}
+
+/// Model versions as apps write them: dotted numbers ("2", "1.10") compare as numbers, component by component.
+enum ModelVersion {
+    /// Whether `version` is newer than `appVersion`; versions that are not both dotted numbers are never ordered.
+    static func isNewer(_ version: String, than appVersion: String) -> Bool {
+        guard let mine = components(version), let app = components(appVersion) else { return false }
+        for index in 0..<max(mine.count, app.count) {
+            let left = index < mine.count ? mine[index] : 0
+            let right = index < app.count ? app[index] : 0
+            if left != right { return left > right }
+        }
+        return false
+    }
+
+    private static func components(_ version: String) -> [Int]? {
+        let parts = version.split(separator: ".", omittingEmptySubsequences: false)
+        let numbers = parts.compactMap { part -> Int? in
+            guard !part.isEmpty, part.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+            return Int(part)
+        }
+        return numbers.count == parts.count && !numbers.isEmpty ? numbers : nil
     }
 }

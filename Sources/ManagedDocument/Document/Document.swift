@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Foundation
 import GRDB
 import Logging
@@ -84,7 +89,7 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
         public init() {}
     }
 
-    /// The bundle's path.
+    /// The bundle's path, with symbolic links resolved: a save replaces the bundle a link points to, never the link.
     public let path: FilePath
     /// Whether the document was opened read-only.
     public let isReadOnly: Bool
@@ -97,13 +102,22 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
     private var _state: State
     private var _metadata: DocumentMetadata
     private var _queue: DatabaseQueue?
-    private var savedChangeCount: Int = 0
+    /// The store's file change counter when the bundle last matched the working copy; `nil` when it never did
+    /// during this open (a recovered copy).
+    private var savedChangeCounter: UInt32?
+    /// Counts the times `savedChangeCounter` was set, so a counter read before a save is never compared after it.
+    private var savedGeneration = 0
+    /// Set by the first `close()`; every later one returns at once.
+    private var isClosing = false
     private let documentLock: DocumentLock?
     let workingCopy: WorkingCopy
     private let options: OpenOptions
     private var continuations: [UUID: AsyncStream<State>.Continuation] = [:]
-    /// The working copy's `.lock`, held while this document uses it.
+    /// The working copy's `.lock`, held while this document uses it; its inode is this open's ownership token.
     var workingCopyLock: FileDescriptor?
+    /// The working copy's store, read only for its file change counter (never through SQLite); closed by `close()`.
+    private var storeHeader: FileDescriptor?
+    private let changeObserver: ChangeObserver
 
     init(path: FilePath, isReadOnly: Bool, editingDisabled: Bool, metadata: DocumentMetadata, queue: DatabaseQueue,
          documentLock: DocumentLock?, workingCopy: WorkingCopy, options: OpenOptions,
@@ -118,37 +132,62 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
         self.conversionReport = conversionReport
         self.appliedMigrations = appliedMigrations
         self._state = editingDisabled ? .editingDisabled : (hasUnsavedChanges ? .hasUnsavedChanges : .normal)
-        self.savedChangeCount = hasUnsavedChanges ? -1 : try queue.read { $0.totalChangesCount }
+        let header = try FileSystem.openForReading(workingCopy.store)
+        self.storeHeader = header
+        self.changeObserver = ChangeObserver()
+        do {
+            self.savedChangeCounter = hasUnsavedChanges ? nil : try Self.changeCounter(header, path: workingCopy.store)
+        } catch {
+            try? header.close()  // Squash close error: the first error is what counts.
+            throw error
+        }
+        changeObserver.document = self
+        let observer = changeObserver
+        queue.inDatabase { db in db.add(transactionObserver: observer, extent: .databaseLifetime) }
     }
 
     deinit {
         try? _queue?.close()  // Squash close error: the document was not closed explicitly.
         try? workingCopyLock?.close()  // Squash close error: releasing the lock is all that matters.
+        try? storeHeader?.close()  // Squash close error of a read-only descriptor.
         documentLock?.release()
     }
 
     /// The document's metadata as of the last open or save.
     public var metadata: DocumentMetadata { lock.withLock { _metadata } }
 
-    /// The current state. Read and write access also updates it.
+    /// The current state, answered from memory and the working copy's 4-byte file change counter: it never goes
+    /// through SQLite, so it can be read from any thread, inside a write, and while a save runs.
+    ///
+    /// Every committed change counts (rows, schema, `PRAGMA user_version`, `VACUUM`, migrations); reads, empty
+    /// writes and rolled-back transactions do not.
     public var state: State {
-        lock.withLock {
-            if _state == .normal || _state == .hasUnsavedChanges, let queue = _queue,
-               let count = try? queue.read({ $0.totalChangesCount }) {  // unreadable: keep the last known state
-                _state = count == savedChangeCount ? .normal : .hasUnsavedChanges
-            }
-            return _state
-        }
+        noticeChanges()
+        return lock.withLock { _state }
     }
 
     /// Whether there are changes the bundle does not have.
-    public var hasUnsavedChanges: Bool { state == .hasUnsavedChanges || state == .savingFailed }
+    public var hasUnsavedChanges: Bool {
+        let state = self.state
+        return state == .hasUnsavedChanges || state == .savingFailed
+    }
 
-    /// The states the document goes through from now on, until it closes.
+    /// The states the document goes through from now on, until it closes (a closed document's stream ends at once).
+    ///
+    /// Every transition is yielded: ``State/hasUnsavedChanges`` on the first committed change after an open, a save
+    /// or a revert; ``State/normal`` after a save or a revert; ``State/savingFailed``; ``State/closed`` last.
     public var stateChanges: AsyncStream<State> {
         AsyncStream { continuation in
             let id = UUID()
-            lock.withLock { continuations[id] = continuation }
+            let isClosed = lock.withLock { () -> Bool in
+                guard _state != .closed else { return true }
+                continuations[id] = continuation
+                return false
+            }
+            if isClosed {
+                continuation.finish()
+                return
+            }
             continuation.onTermination = { [weak self] _ in
                 _ = self?.lock.withLock { self?.continuations.removeValue(forKey: id) }
             }
@@ -156,97 +195,169 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
     }
 
     /// The store, for writing. Read-only documents are opened with a read-only connection, which refuses writes
-    /// with `SQLITE_READONLY`.
+    /// with `SQLITE_READONLY`. The same writer serves the document for its whole open, across saves and reverts:
+    /// keep it, and keep the observations started on it.
+    ///
+    /// - Throws: ``DocumentError/Code/closed`` once the document is closed.
     public var writer: any DatabaseWriter {
-        get throws {
-            guard let queue = lock.withLock({ _queue }) else {
-                throw DocumentError(.notFound, path: path, reason: "the document is closed")
-            }
-            return queue
-        }
+        get throws { try openQueue() }
     }
 
-    /// The store, for reading.
+    /// The store, for reading (the same connection as ``writer``).
     public var reader: any DatabaseReader {
-        get throws { try writer }
+        get throws { try openQueue() }
+    }
+
+    private func openQueue() throws -> DatabaseQueue {
+        guard let queue = lock.withLock({ _queue }) else { throw closedError() }
+        return queue
+    }
+
+    private func closedError() -> DocumentError {
+        DocumentError(.closed, path: path, reason: "the document is closed; open it again to use it")
     }
 
     /// Packs the working copy into the bundle, atomically.
     ///
     /// The store is flushed and packed while no write can happen, the bundle is written aside, verified and
-    /// renamed into place, and ``metadata`` becomes the saved one (`modifiedAt` and checksums updated).
+    /// renamed into place (keeping the replaced bundle's permissions), and ``metadata`` becomes the saved one
+    /// (`modifiedAt` and checksums updated).
     ///
-    /// - Throws: ``DocumentError/Code/cannotCreate`` for a read-only document, and the codes of
-    ///   ``BundleWriter/write(_:metadata:to:options:)``. On a failure the state becomes ``State/savingFailed``, the
-    ///   bundle is the previous save, and the working copy keeps the changes for another try.
+    /// - Throws: ``DocumentError/Code/closed`` after ``close(savingChanges:)``, ``DocumentError/Code/readOnly``
+    ///   for a read-only document, and the codes of ``BundleWriter/write(_:metadata:to:options:)``. On a failure
+    ///   the state becomes ``State/savingFailed``, the bundle is the previous save, and the working copy keeps the
+    ///   changes for another try.
     public func save() async throws {
         let (queue, metadata, state) = lock.withLock { (_queue, _metadata, _state) }
-        guard let queue else { throw DocumentError(.notFound, path: path, reason: "the document is closed") }
+        guard let queue else { throw closedError() }
         guard !isReadOnly, state != .editingDisabled else {
-            throw DocumentError(.cannotCreate, path: path, reason: "is open read-only; it cannot be saved")
+            throw DocumentError(.readOnly, path: path, reason: "is open read-only; it cannot be saved")
         }
         do {
-            let (saved, count) = try await queue.barrierWriteWithoutTransaction { db -> (DocumentMetadata, Int) in
+            try await queue.barrierWriteWithoutTransaction { _ in
                 let content = BundleContent(
                     store: self.workingCopy.store,
                     externalData: FileSystem.isDirectory(self.workingCopy.externalData) ? self.workingCopy.externalData : nil,
                     additionalContent: FileSystem.isDirectory(self.workingCopy.additionalContent)
                         ? self.workingCopy.additionalContent : nil)
                 let saved = try BundleWriter.write(content, metadata: metadata, to: self.path, options: self.options.saving)
-                return (saved, db.totalChangesCount)
-            }
-            try workingCopy.writeBase(WorkingCopy.Base(bundle: path.string, storeSHA256: saved.store.sha256))
-            lock.withLock {
-                _metadata = saved
-                savedChangeCount = count
-                _state = .normal
+                try self.workingCopy.writeBase(WorkingCopy.Base(bundle: self.path.string, storeSHA256: saved.store.sha256))
+                let counter = try self.currentChangeCounter()
+                // > Set while the barrier holds every writer out, so no commit falls between the save and its mark.
+                self.lock.withLock {
+                    self._metadata = saved
+                    self.savedChangeCounter = counter
+                    self.savedGeneration += 1
+                    self._state = .normal
+                }
             }
             publish(.normal)
         } catch {
-            lock.withLock { _state = .savingFailed }
+            lock.withLock { if _state != .closed { _state = .savingFailed } }
             publish(.savingFailed)
             throw error
         }
     }
 
-    /// Throws away unsaved changes: the working copy is made again from the bundle.
+    /// Throws away unsaved changes: the bundle's content is copied back into the working copy.
+    ///
+    /// The store is restored into the same connection (SQLite's backup API), so a ``writer`` or ``reader`` kept
+    /// by the app, and the `ValueObservation`s started on it, keep working; observations are told that the whole
+    /// database changed and fetch the reverted content. A read-only document reloads the bundle as it is now.
+    ///
+    /// - Throws: ``DocumentError/Code/closed`` after ``close(savingChanges:)``, and the reader's codes when the
+    ///   bundle cannot be read (the working copy is then left as it was).
     public func revert() async throws {
-        guard let queue = lock.withLock({ _queue }) else {
-            throw DocumentError(.notFound, path: path, reason: "the document is closed")
-        }
-        try queue.close()
+        let queue = try openQueue()
         let reader = try BundleReader(at: path, limits: options.limits)
-        try FileSystem.removeTree(workingCopy.content)
-        try reader.extract(into: workingCopy.content)
-        let reopened = try Self.openQueue(workingCopy.store, readOnly: isReadOnly)
-        let count = try await reopened.read { $0.totalChangesCount }
-        let newState: State = lock.withLock {
-            _queue = reopened
-            _metadata = reader.metadata
-            savedChangeCount = count
-            if _state != .editingDisabled { _state = .normal }
-            return _state
+        let scratch = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "revert-")
+        defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the revert's outcome is what counts.
+        let extracted = try reader.extract(into: scratch.appending("content"), permissions: [.ownerReadWrite])
+        var configuration = Configuration()
+        configuration.readonly = true
+        let source = try DatabaseQueue(path: extracted.store.string, configuration: configuration)
+        defer { try? source.close() }  // Squash close error of a read-only connection.
+        if isReadOnly {
+            // > The read-only connection cannot be written: a connection of our own copies the pages into the same
+            // > file, and the read-only one reads them at its next access (SQLite checks the file change counter).
+            let target = try DatabaseQueue(path: workingCopy.store.string)
+            try source.backup(to: target)
+            try target.close()
+            try await queue.read { db in db.clearSchemaCache() }
+            lock.withLock { _metadata = reader.metadata }
+            publish(.editingDisabled)
+            return
         }
-        publish(newState)
+        try await queue.barrierWriteWithoutTransaction { db in
+            try source.read { sourceDB in try sourceDB.backup(to: db) }
+            try self.replaceFolders(from: extracted)
+            let counter = try self.currentChangeCounter()
+            self.lock.withLock {
+                self._metadata = reader.metadata
+                self.savedChangeCounter = counter
+                self.savedGeneration += 1
+                if self._state != .editingDisabled { self._state = .normal }
+            }
+            try self.workingCopy.writeBase(WorkingCopy.Base(bundle: self.path.string,
+                                                            storeSHA256: reader.metadata.store.sha256))
+            // > Observations of the kept writer fetch again; the change counter already matches, so no state change.
+            try db.inTransaction {
+                try db.notifyChanges(in: .fullDatabase)
+                return .commit
+            }
+        }
+        publish(state)
+    }
+
+    /// Puts the bundle's external data and additional content in place of the working copy's.
+    private func replaceFolders(from extracted: ExtractedBundle) throws {
+        for (current, restored) in [(workingCopy.externalData, extracted.externalData),
+                                    (workingCopy.additionalContent, extracted.additionalContent)] {
+            if FileSystem.isDirectory(current) { try FileSystem.removeTree(current) }
+            if let restored {
+                try FileSystem.createDirectory(current.removingLastComponent())
+                try FileSystem.rename(restored, to: current)
+            }
+        }
     }
 
     /// Closes the document: saves first when asked and needed, removes the working copy, releases the lock.
     ///
+    /// Closing twice is harmless: a second call (or one on a document whose open has ended) does nothing, and a
+    /// closed document never touches a working copy a later open of the same bundle owns.
+    ///
     /// - Parameter savingChanges: save unsaved changes first (default `true`, as UIManagedDocument does).
+    /// - Throws: the save's error, when the save fails; the document then stays open with its changes.
     public func close(savingChanges: Bool = true) async throws {
-        if savingChanges && !isReadOnly && hasUnsavedChanges { try await save() }
-        let queue = lock.withLock { () -> DatabaseQueue? in
-            let queue = _queue
-            _queue = nil
-            _state = .closed
-            return queue
+        guard lock.withLock({ () -> Bool in
+            guard !isClosing else { return false }
+            isClosing = true
+            return true
+        }) else { return }
+        if savingChanges && !isReadOnly && hasUnsavedChanges {
+            do { try await save() } catch {
+                lock.withLock { isClosing = false }
+                throw error
+            }
         }
-        try queue?.close()
-        try ScratchDirectory.remove(workingCopy.directory)  // its .lock last: a crash here leaves a removable folder
-        lock.withLock {
-            try? workingCopyLock?.close()  // Squash close error: releasing the lock is all that matters.
-            workingCopyLock = nil
+        let (queue, copyLock) = lock.withLock { () -> (DatabaseQueue?, FileDescriptor?) in
+            defer {
+                _queue = nil
+                workingCopyLock = nil
+                _state = .closed
+            }
+            return (_queue, workingCopyLock)
         }
+        try? queue?.close()  // Squash close error: nothing is pending, and the copy is removed next.
+        let header = lock.withLock { () -> FileDescriptor? in
+            defer { storeHeader = nil }
+            return storeHeader
+        }
+        try? header?.close()  // Squash close error of a read-only descriptor.
+        if let copyLock, Self.ownsWorkingCopy(copyLock, workingCopy) {
+            try? ScratchDirectory.remove(workingCopy.directory)  // its .lock last: a crash leaves a removable folder
+        }
+        try? copyLock?.close()  // Squash close error: releasing the lock is all that matters.
         documentLock?.release()
         publish(.closed)
         // > finish() runs onTermination, which takes the lock: finish outside it.
@@ -257,9 +368,53 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
         for continuation in finished { continuation.finish() }
     }
 
+    /// Whether the working copy's `.lock` is still the file this open locked (its ownership token).
+    private static func ownsWorkingCopy(_ lock: FileDescriptor, _ copy: WorkingCopy) -> Bool {
+        var held = stat()
+        var named = stat()
+        return fstat(lock.rawValue, &held) == 0
+            && copy.directory.appending(".lock").withPlatformString({ lstat($0, &named) }) == 0
+            && held.st_dev == named.st_dev && held.st_ino == named.st_ino
+    }
+
     private func publish(_ state: State) {
         let continuations = lock.withLock { Array(self.continuations.values) }
         for continuation in continuations { continuation.yield(state) }
+    }
+
+    /// A commit happened on the working copy (or the state is asked for: `VACUUM` commits without telling
+    /// transaction observers): the first change after a save makes the document edited.
+    fileprivate func noticeChanges() {
+        guard let generation = lock.withLock({ _state == .normal ? savedGeneration : nil }) else { return }
+        guard let counter = try? currentChangeCounter() else {
+            return  // unreadable header: the next commit tries again, and the save reads the store itself
+        }
+        let changed = lock.withLock { () -> Bool in
+            // > A save or revert in between read a newer counter: this one is stale.
+            guard _state == .normal, generation == savedGeneration, counter != savedChangeCounter else { return false }
+            _state = .hasUnsavedChanges
+            return true
+        }
+        if changed { publish(.hasUnsavedChanges) }
+    }
+
+    /// The working copy's change counter now (the descriptor is read under the lock, so `close()` cannot close it
+    /// in between).
+    private func currentChangeCounter() throws -> UInt32 {
+        try lock.withLock {
+            guard let storeHeader else { throw closedError() }
+            return try Self.changeCounter(storeHeader, path: workingCopy.store)
+        }
+    }
+
+    /// SQLite's file change counter (header bytes 24-27): in rollback-journal mode, every transaction that changes
+    /// the file (rows, schema, pragmas that write, `VACUUM`) increments it; nothing else does.
+    static func changeCounter(_ descriptor: FileDescriptor, path: FilePath) throws -> UInt32 {
+        let bytes = try FileSystem.read(descriptor, at: 24, count: 4, path: path)
+        guard bytes.count == 4 else {
+            throw DocumentError(.storeCorrupt, path: path, reason: "the working copy's header is cut short")
+        }
+        return bytes.reduce(0) { $0 << 8 | UInt32($1) }
     }
 
     static func openQueue(_ store: FilePath, readOnly: Bool) throws -> DatabaseQueue {
@@ -277,6 +432,17 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
                                 underlyingError: error)
         }
     }
+}
+
+/// Tells its document about every commit on the working copy (GRDB calls `databaseDidCommit` for every observer,
+/// whatever it observes); it observes no row events, so it costs nothing per statement.
+private final class ChangeObserver: TransactionObserver {
+    weak var document: Document?
+
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
+    func databaseDidChange(with event: DatabaseEvent) {}
+    func databaseDidCommit(_ db: Database) { document?.noticeChanges() }
+    func databaseDidRollback(_ db: Database) {}
 }
 
 extension NSLock {

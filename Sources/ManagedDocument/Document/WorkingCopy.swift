@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Crypto
 import Foundation
 import SystemPackage
@@ -5,11 +10,12 @@ import SystemPackage
 /// Where an open document's store lives while it is edited: a private folder that is never the bundle.
 ///
 /// Working copies live under ``Document/OpenOptions/workingDirectory`` (default:
-/// `$TMPDIR/ManagedDocument-working`, or `/tmp/ManagedDocument-working`), one folder per bundle path
-/// (`<first 16 hex digits of SHA-256 of the bundle's absolute path>`), holding:
-/// - `.lock`: held with `flock(2)` while a process uses the copy;
+/// `$TMPDIR/ManagedDocument-<uid>`, or `/tmp/ManagedDocument-<uid>`), a folder that must be a real folder (not a
+/// symbolic link) owned by the user; the default one is made, or made again, with mode 0700. Inside it, one folder
+/// per bundle path (`<first 16 hex digits of SHA-256 of the bundle's absolute path>`, mode 0700), holding:
+/// - `.lock`: held with `flock(2)` while a process uses the copy; its inode is the open's ownership token;
 /// - `base.json`: the bundle's store SHA-256 the copy was made from;
-/// - `content/`: the bundle's content, laid out as in the bundle.
+/// - `content/`: the bundle's content, laid out as in the bundle, files at mode 0600.
 /// A copy whose lock nobody holds belongs to a process that died: it is recovered or discarded on the next open,
 /// and ``Document/removeStaleWorkingCopies(in:olderThan:)`` removes old ones.
 struct WorkingCopy {
@@ -25,10 +31,44 @@ struct WorkingCopy {
         var storeSHA256: String
     }
 
+    /// The root folder of working copies: the option, or the per-user default (not created).
     static func root(_ option: FilePath?) -> FilePath {
         if let option { return option }
         let temporary = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        return FilePath(temporary).appending("ManagedDocument-working")
+        return FilePath(temporary).appending("ManagedDocument-\(geteuid())")
+    }
+
+    /// Creates the root folder (mode 0700) or checks the one there: a real folder, not a symbolic link, owned by
+    /// this user. The default root is also made private again (0700) when its mode lets others in; a root the app
+    /// chose keeps its mode, and the copies inside it are private folders of their own.
+    ///
+    /// - Throws: ``DocumentError/Code/cannotCreate`` naming what is wrong with the folder.
+    static func prepareRoot(_ root: FilePath, isDefault: Bool) throws {
+        let parent = root.removingLastComponent()
+        if !parent.isEmpty { try FileSystem.createDirectory(parent) }
+        if root.withPlatformString({ mkdir($0, 0o700) }) != 0 && errno != EEXIST {
+            throw DocumentError(.cannotCreate, path: root, reason: "cannot create the working copies' folder",
+                                underlyingError: Errno(rawValue: errno))
+        }
+        var info = stat()
+        guard root.withPlatformString({ lstat($0, &info) }) == 0 else {
+            throw DocumentError(.cannotCreate, path: root, reason: "cannot read the working copies' folder",
+                                underlyingError: Errno(rawValue: errno))
+        }
+        let advice = "working copies go only into a private folder of your own; set OpenOptions.workingDirectory or TMPDIR to another one"
+        switch info.st_mode & S_IFMT {
+        case S_IFDIR: break
+        case S_IFLNK: throw DocumentError(.cannotCreate, path: root, reason: "is a symbolic link; \(advice)")
+        default: throw DocumentError(.cannotCreate, path: root, reason: "is not a folder; \(advice)")
+        }
+        guard info.st_uid == geteuid() else {
+            throw DocumentError(.cannotCreate, path: root,
+                                reason: "belongs to another user (uid \(info.st_uid)); \(advice)")
+        }
+        if isDefault, info.st_mode & 0o077 != 0, root.withPlatformString({ chmod($0, 0o700) }) != 0 {
+            throw DocumentError(.cannotCreate, path: root, reason: "cannot make the working copies' folder private",
+                                underlyingError: Errno(rawValue: errno))
+        }
     }
 
     /// The working copy folder of a bundle (not created).
@@ -41,7 +81,6 @@ struct WorkingCopy {
 
     /// A fresh, unique folder for a read-only snapshot.
     static func snapshot(root: FilePath) throws -> WorkingCopy {
-        try FileSystem.createDirectory(root)
         return WorkingCopy(directory: try FileSystem.makeTemporaryDirectory(in: root, prefix: "read-"))
     }
 
@@ -52,13 +91,12 @@ struct WorkingCopy {
 
     func writeBase(_ base: Base) throws {
         do {
-            try JSONEncoder().encode(base).write(to: URL(fileURLWithPath: baseFile.string), options: .atomic)
+            let url = URL(fileURLWithPath: baseFile.string)
+            try JSONEncoder().encode(base).write(to: url, options: .atomic)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
         } catch {
             throw DocumentError(.ioFailure, path: baseFile, reason: "cannot record the working copy's base")
         }
     }
 }
 
-extension SHA256.Digest {
-    fileprivate var hexStringValue: String { hexString }
-}

@@ -12,6 +12,10 @@ import SystemPackage
 /// `.<target name>.<random>.partial`, and is held under an exclusive `flock(2)` for as long as it is being written.
 /// A temporary whose lock can be taken belongs to a writer that died: ``removeStaleTemporaries(for:)`` deletes it.
 /// A reader never sees a half-written file under the target's name.
+///
+/// A new file is created with mode 0666 less the umask, as any file the user makes; a file that replaces another
+/// takes the replaced file's permission bits (and its owner and group where the process may set them), so a
+/// private document stays private after a save.
 final class AtomicFile {
     static let temporarySuffix = ".partial"
 
@@ -57,7 +61,7 @@ final class AtomicFile {
     /// between, and the write would fail: never lose data).
     static func createLocked(_ path: FilePath) throws -> FileDescriptor {
         let folder = path.removingLastComponent()
-        let mode: mode_t = 0o644
+        let mode: mode_t = 0o666  // less the umask, as for any new file
         #if os(Linux)
         let temporaryFile: Int32 = 0o20_000_000 | O_DIRECTORY  // O_TMPFILE: __O_TMPFILE | O_DIRECTORY (per architecture)
         let unnamed = (folder.isEmpty ? "." : folder).withPlatformString {
@@ -84,6 +88,7 @@ final class AtomicFile {
     /// Flushes the temporary file, renames it over the target, and flushes the folder.
     func commit() throws {
         precondition(!isFinished, "AtomicFile committed or discarded twice")
+        if replacing { try adoptPermissionsOfTarget() }
         try FileSystem.sync(descriptor, path: temporaryPath)
         if replacing {
             try FileSystem.rename(temporaryPath, to: target)
@@ -104,6 +109,26 @@ final class AtomicFile {
         try? descriptor.close()  // Squash close error: the data is already flushed and renamed.
         let directory = target.removingLastComponent()
         try FileSystem.syncDirectory(directory.isEmpty ? "." : directory)
+    }
+
+    /// Gives the temporary file the permission bits, owner and group of the file it is about to replace (owner and
+    /// group only as far as this process may set them; the bits always).
+    private func adoptPermissionsOfTarget() throws {
+        var replaced = stat()
+        guard target.withPlatformString({ lstat($0, &replaced) }) == 0, replaced.st_mode & S_IFMT == S_IFREG else {
+            return  // nothing to replace (or not a regular file, which the rename refuses or replaces as it is)
+        }
+        var current = stat()
+        if fstat(descriptor.rawValue, &current) == 0, current.st_uid != replaced.st_uid || current.st_gid != replaced.st_gid {
+            if fchown(descriptor.rawValue, replaced.st_uid, replaced.st_gid) != 0 {
+                _ = fchown(descriptor.rawValue, uid_t.max, replaced.st_gid)  // not allowed: the group alone, if it may
+            }
+        }
+        guard fchmod(descriptor.rawValue, replaced.st_mode & 0o777) == 0 else {
+            throw DocumentError(.ioFailure, path: temporaryPath,
+                                reason: "cannot give the new file the permissions of the one it replaces",
+                                underlyingError: Errno(rawValue: errno))
+        }
     }
 
     /// Deletes the temporary file. The target is left as it was.

@@ -134,13 +134,13 @@ enum FileSystem {
     }
 
     /// Creates a folder and any missing parents (mode 0755).
-    static func createDirectory(_ path: FilePath) throws {
+    static func createDirectory(_ path: FilePath, mode: mode_t = 0o755) throws {
         if isDirectory(path) { return }
         if let parent = path.removingLastComponent() as FilePath?, !parent.isEmpty, parent != path,
            !isDirectory(parent) {
             try createDirectory(parent)
         }
-        if path.withPlatformString({ mkdir($0, 0o755) }) != 0 && errno != EEXIST {
+        if path.withPlatformString({ mkdir($0, mode) }) != 0 && errno != EEXIST {
             throw DocumentError(.cannotCreate, path: path, reason: "cannot create the folder",
                                 underlyingError: Errno(rawValue: errno))
         }

@@ -130,6 +130,33 @@ struct DocumentProcessTests {
         }
     }
 
+    @Test("the default working-copies folder: made 0700, made private again when loose, refused when planted as a link")
+    func defaultWorkingFolder() async throws {
+        try await withTemporaryDirectory { directory in
+            let bundle = directory.appending("Notes.mdz")
+            let root = directory.appending("tmp").appending("ManagedDocument-\(geteuid())")
+            #expect(try NotesApp.run([bundle.string, "add", "first"], in: directory).status == 0)
+            var info = stat()
+            #expect(lstat(root.string, &info) == 0 && info.st_mode & 0o7777 == 0o700 && info.st_uid == geteuid())
+
+            // Left loose (as an older release made it): made private again.
+            #expect(chmod(root.string, 0o755) == 0)
+            #expect(try NotesApp.run([bundle.string, "add", "second"], in: directory).status == 0)
+            #expect(lstat(root.string, &info) == 0 && info.st_mode & 0o7777 == 0o700)
+
+            // Planted as a symbolic link to somewhere else: refused, nothing written there.
+            try FileSystem.removeTree(root)
+            let elsewhere = directory.appending("elsewhere")
+            try FileSystem.createDirectory(elsewhere)
+            #expect(symlink(elsewhere.string, root.string) == 0)
+            let planted = try NotesApp.run([bundle.string, "add", "third"], in: directory)
+            #expect(planted.status != 0)
+            #expect(planted.output.contains("is a symbolic link"), "\(planted.output)")
+            #expect(try FileSystem.contentsOfDirectory(elsewhere).isEmpty)
+            #expect(try await notes(in: bundle, directory: directory) == ["first", "second"])
+        }
+    }
+
     @Test("unsaved work of a killed writer is recovered on the next open, or discarded, as the app chooses")
     func crashRecovery() async throws {
         try await withTemporaryDirectory { directory in
@@ -137,7 +164,7 @@ struct DocumentProcessTests {
             #expect(try NotesApp.run([bundle.string, "add", "saved"], in: directory).status == 0)
             let saved = try Fixtures.bytes(of: bundle)
             var options = Document.OpenOptions()
-            options.workingDirectory = directory.appending("tmp").appending("ManagedDocument-working")
+            options.workingDirectory = directory.appending("tmp").appending("ManagedDocument-\(geteuid())")  // the app's default
 
             for policy in [Document.RecoveryPolicy.recover, .discard] {
                 let app = try NotesApp([bundle.string, "add", "unsaved", "--hold", "60"], in: directory)

@@ -80,7 +80,7 @@ struct DocumentTests {
             }
             #expect(error?.resultCode == .SQLITE_READONLY)
             let saveError = await #expect(throws: DocumentError.self) { try await reader.save() }
-            #expect(saveError?.code == .cannotCreate)
+            #expect(saveError?.code == .readOnly)
             #expect(try await reader.reader.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM note") } == 30)
             try await reader.close()
             try await writer.close(savingChanges: false)
@@ -185,7 +185,7 @@ struct DocumentTests {
             try await document.close()
             var seen: [Document.State] = []
             for await state in stream { seen.append(state) }
-            #expect(seen == [.normal, .closed])
+            #expect(seen == [.hasUnsavedChanges, .normal, .closed])
         }
     }
 

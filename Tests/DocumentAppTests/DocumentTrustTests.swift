@@ -226,6 +226,31 @@ struct DocumentTrustTests {
         }
     }
 
+    @Test("revert() on a read-only document reloads the bundle as it is now, into the same reader")
+    func readOnlyRevertReloads() async throws {
+        try await withScratchFolder { folder in
+            let bundle = folder.appending("Notes.mdz")
+            let writer = try await Document.open(at: bundle, options: appOptions(folder))
+            try await writer.writer.write { db in try db.execute(sql: "CREATE TABLE note(text); INSERT INTO note VALUES ('one')") }
+            try await writer.save()
+            var options = appOptions(folder)
+            options.isReadOnly = true
+            let document = try await Document.open(at: bundle, options: options)
+            let reader = try document.reader
+            try await writer.writer.write { db in try db.execute(sql: "INSERT INTO note VALUES ('two'); CREATE TABLE tag(x)") }
+            try await writer.close()
+            #expect(try await reader.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM note") } == 1)
+            try await document.revert()
+            #expect(document.state == .editingDisabled)
+            let (count, hasTag) = try await reader.read { db in
+                (try Int.fetchOne(db, sql: "SELECT count(*) FROM note"), try db.tableExists("tag"))
+            }
+            #expect(count == 2)
+            #expect(hasTag)
+            try await document.close()
+        }
+    }
+
     // 7
     @Test("another app's document is refused for writing with its own code, and left byte for byte as it was")
     func foreignDocumentsAreLeftAlone() async throws {

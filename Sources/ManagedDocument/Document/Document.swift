@@ -71,17 +71,23 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
         public var lockTimeout: Double = 0
         /// What to do with a crashed process's working copy.
         public var recovery = RecoveryPolicy.discard
-        /// Where working copies live (see the WorkingCopy documentation); default `$TMPDIR/ManagedDocument-working`.
+        /// Where working copies live; default `$TMPDIR/ManagedDocument-<uid>` (`/tmp/…` without `TMPDIR`), made 0700.
+        /// The folder must be a real folder (not a symbolic link) owned by the user, or opens fail with
+        /// ``DocumentError/Code/cannotCreate``; each working copy inside it is a 0700 folder with 0600 files.
         public var workingDirectory: FilePath?
         /// How saves compress the bundle. Default: deflate at ``WritingOptions/defaultDeflateLevel``.
         public var saving = WritingOptions(compression: .deflate, replacesExisting: true)
         /// The model of a document created by this open.
         public var model = DocumentMetadata.Model()
-        /// The media type of a document created by this open.
+        /// The media type this app writes: a document created by this open gets it, and a writable open of a
+        /// bundle of another media type is refused with ``DocumentError/Code/documentTypeMismatch`` (read-only
+        /// opens take any).
         public var mediaType = BundleLayout.defaultMediaType
         /// Limits for reading the bundle.
         public var limits = ReadingLimits()
-        /// The app's migrations, run once each when the document opens for writing.
+        /// The app's model and migrations, run once each when the document opens for writing. A writable open of a
+        /// document of another model (``DocumentError/Code/modelMismatch``) or of a newer version of this one
+        /// (``DocumentError/Code/newerModel``) is refused.
         public var migrations: DocumentMigrator?
         /// Logging.
         public var logger = Logger(label: "ManagedDocument.document", factory: { _ in SwiftLogNoOpLogHandler() })

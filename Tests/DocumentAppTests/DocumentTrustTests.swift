@@ -105,6 +105,24 @@ struct DocumentTrustTests {
         }
     }
 
+    @Test("a document converted from a private legacy store is as private as the store was")
+    func convertedStaysPrivate() async throws {
+        try await withScratchFolder { folder in
+            let store = folder.appending("Diary.sqlite")
+            let queue = try DatabaseQueue(path: store.string)
+            try await queue.write { db in try db.execute(sql: "CREATE TABLE entry(text); INSERT INTO entry VALUES ('dear diary')") }
+            try queue.close()
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: store.string)
+            var options = appOptions(folder)
+            options.createIfMissing = false
+            let bundle = folder.appending("Diary.mdz")
+            let document = try await Document.open(at: bundle, options: options)
+            #expect(document.conversionReport != nil)
+            #expect(try mode(of: bundle).permissions == 0o600)
+            try await document.close()
+        }
+    }
+
     // 4
     @Test("working copies are private: a 0700 folder of the user's, 0600 files, unreadable by another uid")
     func workingCopiesArePrivate() async throws {

@@ -106,9 +106,10 @@ public enum BundleWriter {
     /// its facts are used instead of opening the store once more. `beforeCommit` runs once the written bundle has
     /// verified, before it takes its name; when it throws, the bundle is discarded and the destination unchanged.
     ///
-    /// `completingMetadata` may change the metadata once the store is packed, given what was packed.
+    /// `completingMetadata` may change the metadata once the store is packed, given what was packed. A new bundle
+    /// gets no permission bit that `permissionsOf` lacks (a converted store's privacy carries over).
     static func write(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
-                      options: WritingOptions, storeFacts: StoreFacts?,
+                      options: WritingOptions, storeFacts: StoreFacts?, permissionsOf: FilePath? = nil,
                       completingMetadata: (inout DocumentMetadata, EntryDigest) throws -> Void = { _, _ in },
                       beforeCommit: () throws -> Void = {}) throws -> DocumentMetadata {
         let header = try StoreInspector.header(of: content.store)
@@ -137,6 +138,7 @@ public enum BundleWriter {
         let atomic = try AtomicFile(target: target, replacing: options.replacesExisting,
                                     removingStale: options.removesStaleTemporaries)
         defer { atomic.discard() }
+        if let permissionsOf { try atomic.restrictPermissions(toThoseOf: permissionsOf) }
         let writer = try ArchiveWriter(descriptor: atomic.descriptor, path: target, mediaType: metadata.mediaType,
                                        deflateLevel: options.deflateLevel,
                                        modificationTime: Int64(now.timeIntervalSince1970),

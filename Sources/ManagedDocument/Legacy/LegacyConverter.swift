@@ -234,6 +234,7 @@ public struct LegacyConverter: Sendable {
         let written = try BundleWriter.write(
             BundleContent(store: snapshot.store, externalData: legacy.externalData, additionalContent: additional),
             metadata: metadata, to: target, options: writingOptions, storeFacts: recovered.facts,
+            permissionsOf: legacy.store,
             completingMetadata: { metadata, store in
                 // > Read in place, the main file's SHA-256 is that of the bytes just packed (one read, under the lock).
                 let files = try snapshot.completingMainFile(in: metadata.provenance?.files ?? [], sha256: store.sha256,

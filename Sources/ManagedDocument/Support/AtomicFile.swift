@@ -131,6 +131,22 @@ final class AtomicFile {
         }
     }
 
+    /// Takes away the permission bits `source` does not have (a bundle converted from a private store stays
+    /// private). Nothing happens when `source` cannot be read.
+    func restrictPermissions(toThoseOf source: FilePath) throws {
+        var original = stat()
+        var current = stat()
+        guard source.withPlatformString({ stat($0, &original) }) == 0, fstat(descriptor.rawValue, &current) == 0 else {
+            return
+        }
+        let mode = current.st_mode & original.st_mode & 0o777
+        guard mode != current.st_mode & 0o777 else { return }
+        guard fchmod(descriptor.rawValue, mode) == 0 else {
+            throw DocumentError(.ioFailure, path: temporaryPath, reason: "cannot set the new file's permissions",
+                                underlyingError: Errno(rawValue: errno))
+        }
+    }
+
     /// Deletes the temporary file. The target is left as it was.
     func discard() {
         guard !isFinished else { return }

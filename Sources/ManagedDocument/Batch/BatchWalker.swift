@@ -46,7 +46,11 @@ struct BatchWalker {
 
     /// Calls `visit` for every candidate, in directory order, until it returns `false`.
     func walk(_ visit: (BatchCandidate) -> Bool) {
-        guard let status = try? FileSystem.status(root), status.kind == .directory else {
+        guard let status = try? FileSystem.status(root), status.kind == .directory,
+              !FileSystem.isRegularFile(root.appending("StoreContent/persistentStore"))
+        else {
+            // > A root that is a file, or a UIManagedDocument package: one item, converted as `convert` would
+            // > (a package is never entered, so its store is never taken for a loose one).
             _ = visit(classify(root, relative: root.lastComponent?.string ?? root.string))
             return
         }

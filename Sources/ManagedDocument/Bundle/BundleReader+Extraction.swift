@@ -172,7 +172,10 @@ extension BundleReader {
                 // Inflated on every core from the restart points its writer recorded; libarchive skips the data.
                 digest = try inflateInParallel(entry, restarts: restarts) { chunk in
                     written += UInt64(chunk.count)
-                    if head.count < 16 { head.append(contentsOf: chunk.prefix(16 - head.count)) }
+                    if head.count < 100 {
+                        head.append(contentsOf: chunk.prefix(100 - head.count))
+                        try checkDeclaredSize(entry, head: head)
+                    }
                     if let output, let outputPath { try FileSystem.writeAll(output, chunk, path: outputPath) }
                 }
             } else {
@@ -187,7 +190,10 @@ extension BundleReader {
                                             reason: "inflates to more than the \(entry.size) bytes its header declares (a zip bomb, or damage); stopped")
                     }
                     let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
-                    if head.count < 16 { head.append(contentsOf: chunk.prefix(16 - head.count)) }
+                    if head.count < 100 {
+                        head.append(contentsOf: chunk.prefix(100 - head.count))
+                        try checkDeclaredSize(entry, head: head)
+                    }
                     if let output, let outputPath { try FileSystem.writeAll(output, chunk, path: outputPath) }
                     pipeline.submit(count)
                 }
@@ -212,6 +218,16 @@ extension BundleReader {
                                         path: path, entry: missing)
         }
         return inflated
+    }
+
+    /// Refuses a store entry far larger than its own SQLite header says the database is (a valid header followed by
+    /// a gigabyte of zeros), once the header's 100 bytes are in, before the rest is inflated.
+    private func checkDeclaredSize(_ entry: BundleEntry, head: [UInt8]) throws {
+        guard entry.role == .store, head.count == 100, let declared = StoreInspector.declaredSize(header: head),
+              entry.size > StoreInspector.sizeBound(declared: declared)
+        else { return }
+        throw DocumentError(.sizeMismatch, path: path, entry: entry.name,
+                            reason: "is \(entry.size) bytes, but its SQLite header says the database is \(declared) bytes; a store that far past its own size is refused (a decompression bomb, or damage)")
     }
 
     /// The store entry's restart index when its segments can be inflated on several cores here; `nil` when the

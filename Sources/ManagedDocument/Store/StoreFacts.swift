@@ -42,6 +42,27 @@ enum StoreInspector {
     /// Whether the header's read and write versions say WAL (bytes 18 and 19 equal to 2).
     static func isWAL(header: [UInt8]) -> Bool { header[18] == 2 || header[19] == 2 }
 
+    /// The size the database says it has in its 100-byte header: page size (bytes 16-17, 1 meaning 65536) times the
+    /// in-header page count (bytes 28-31), when that count is valid (non-zero, and bytes 92-95 equal the change
+    /// counter at 24-27, as every SQLite since 3.7.0 writes it); `nil` when the header does not say.
+    static func declaredSize(header: [UInt8]) -> UInt64? {
+        guard header.count >= 100, hasSQLiteHeader(header) else { return nil }
+        func be32(_ offset: Int) -> UInt32 { header[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) } }
+        let rawPageSize = UInt32(header[16]) << 8 | UInt32(header[17])
+        let pageSize: UInt64 = rawPageSize == 1 ? 65536 : UInt64(rawPageSize)
+        guard pageSize >= 512, pageSize & (pageSize - 1) == 0 else { return nil }
+        let pages = be32(28)
+        guard pages > 0, be32(92) == be32(24) else { return nil }
+        return pageSize * UInt64(pages)
+    }
+
+    /// How far a packed store may run past the size its header declares before a reader refuses it: twice the
+    /// declared size plus 1 MiB (an honest store has at most a little junk after its last page; a valid header
+    /// followed by a gigabyte of zeros is a decompression bomb).
+    static func sizeBound(declared: UInt64) -> UInt64 {
+        declared.multipliedReportingOverflow(by: 2).partialValue &+ (1 << 20)
+    }
+
     /// Whether this process's SQLite reads `file:` URIs in file names (built with `SQLITE_USE_URI`, as Debian's and
     /// most distributions' are); ``immutableURI(_:)`` is only used when it does.
     static let opensURIs: Bool = {

@@ -278,6 +278,42 @@ struct BatchTests {
         }
     }
 
+    @Test("a UIManagedDocument package given as the root is converted as the package it is, never entered")
+    func packageAsRoot() async throws {
+        try await withTemporaryDirectory { directory in
+            let package = directory.appending("Ledger.moneywell")
+            let storeFolder = package.appending("StoreContent")
+            try FileSystem.createDirectory(storeFolder)
+            let queue = try DatabaseQueue(path: storeFolder.appending("persistentStore").string)
+            try await queue.write { db in
+                try db.execute(sql: "CREATE TABLE account(name); INSERT INTO account VALUES ('cash'), ('bank')")
+            }
+            try queue.close()
+            #expect(FileManager.default.createFile(atPath: package.appending("lockFile").string, contents: Data("x".utf8)))
+            let before = try Fixtures.rowDigests(of: storeFolder.appending("persistentStore"))
+            let files = try FileManager.default.subpathsOfDirectory(atPath: package.string).sorted()
+
+            var options = BatchOptions()
+            options.jobs = 1
+            options.conversion.legacyPolicy = .keep
+            let items = Locked<[BatchItem]>([])
+            _ = try BatchConverter(root: package, options: options).run { item in items.withValue { $0.append(item) } }
+            let reported = items.withValue { $0 }
+            #expect(reported.count == 1, "\(reported.map(\.source))")
+            #expect(reported.first?.outcome == .converted)
+            #expect(reported.first?.kind == "uimanageddocument-package")
+            #expect(try FileManager.default.subpathsOfDirectory(atPath: package.string).sorted() == files,
+                    "nothing was written inside the package")
+            let bundles = try FileSystem.contentsOfDirectory(directory).filter { $0.hasSuffix(".mdz") }
+            #expect(bundles.count == 1, "\(bundles)")
+            if let name = bundles.first {
+                let reader = try BundleReader(at: directory.appending(name))
+                #expect(reader.entries.contains { $0.name == "AdditionalContent/lockFile" })
+                #expect(try Fixtures.bundleDigests(directory.appending(name)) == before)
+            }
+        }
+    }
+
     @Test("the walk holds one directory stream per level: a wide folder is streamed, not listed")
     func streamingWalk() async throws {
         try await withTemporaryDirectory { directory in

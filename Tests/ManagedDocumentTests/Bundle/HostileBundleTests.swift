@@ -1139,4 +1139,40 @@ struct HostileBundleTests {
             #expect([.sizeMismatch, .checksumMismatch].contains(verifying?.code))
         }
     }
+
+    @Test("a valid store followed by 64 MiB of zeros, sizes and SHA-256 consistent, is refused before it is inflated")
+    func paddedStore() async throws {
+        try await withTemporaryDirectory { directory in
+            var parts = try ZipSurgery.makeParts(in: directory)
+            parts.metadata.store.deflateRestarts = nil
+            let declared = StoreInspector.declaredSize(header: Array(parts.store.prefix(100)))
+            #expect(declared == UInt64(parts.store.count), "the fixture's header states its size")
+            parts.replaceStore(parts.store + [UInt8](repeating: 0, count: 64 << 20))
+            let bundle = directory.appending("Padded.mdz")
+            try ZipSurgery.writeArchive(at: bundle, entries: [
+                .init(BundleLayout.store, parts.store),
+                .init(BundleLayout.metadata, try parts.metadataJSON()),
+            ])
+            #expect(try FileSystem.status(bundle)!.size < 1 << 20, "a small bundle")
+            try expectRefusal(bundle, in: directory, at: .extract, codes: [.sizeMismatch], entry: BundleLayout.store)
+            try expectRefusal(bundle, in: directory, at: .verify, codes: [.sizeMismatch], entry: BundleLayout.store)
+            let reader = try BundleReader(at: bundle)
+            let out = directory.appending("out")
+            try FileSystem.createDirectory(out)
+            _ = #expect(throws: DocumentError.self) { try reader.streamEntries(into: out) { _ in true } }
+            let written = (try FileSystem.status(out.appending(BundleLayout.store)))?.size ?? 0
+            #expect(written <= 1 << 20, "stopped after the header: \(written) bytes written")
+
+            // A little junk after the last page (an honest file cut or grown by a crash) is still read.
+            var honest = try ZipSurgery.makeParts(in: directory.appending("honest"))
+            honest.metadata.store.deflateRestarts = nil
+            honest.replaceStore(honest.store + [UInt8](repeating: 0, count: 4096))
+            let tolerated = directory.appending("Honest.mdz")
+            try ZipSurgery.writeArchive(at: tolerated, entries: [
+                .init(BundleLayout.store, honest.store),
+                .init(BundleLayout.metadata, try honest.metadataJSON()),
+            ])
+            try BundleReader(at: tolerated).verifyEntries()
+        }
+    }
 }

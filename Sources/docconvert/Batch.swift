@@ -62,7 +62,7 @@ struct Batch: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Where backups go (default: docconvert-backup/ beside each source; same volume).", valueName: "folder"))
     var backupDir: String?
 
-    @Option(name: .long, help: ArgumentHelp("Seconds to wait for a store another process is writing, or an item another worker holds.", valueName: "seconds"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Seconds to wait for a store another process is writing, or an item another worker holds.", valueName: "seconds"))
     var busyTimeout: Double = 5
 
     @OptionGroup var compression: CompressionOptions

@@ -36,7 +36,7 @@ struct Convert: ParsableCommand {
     @Option(name: .long, help: "Where backups go (default: docconvert-backup/ beside the source; same volume).")
     var backupDir: String?
 
-    @Option(name: .long, help: "Seconds to wait for another process to close or finish writing the store.")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds to wait for another process to close or finish writing the store.")
     var busyTimeout: Double = 5
 
     @Option(name: .long, help: "The bundle's media type.")

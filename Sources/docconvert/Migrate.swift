@@ -41,7 +41,7 @@ struct Migrate: AsyncParsableCommand {
     @Flag(name: .long, help: "Check and print what would be applied; change nothing.")
     var dryRun = false
 
-    @Option(name: .long, help: "Seconds to wait for a document that another process has open for writing.")
+    @Option(name: .long, parsing: .unconditional, help: "Seconds to wait for a document that another process has open for writing.")
     var lockTimeout: Double = 0
 
     @OptionGroup var outputOptions: OutputOptions

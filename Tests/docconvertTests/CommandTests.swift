@@ -89,6 +89,37 @@ struct CommandTests {
         #expect((items?.first?["error"] as? [String: Any])?["code"] as? String == "checksumMismatch")
     }
 
+    @Test("messages say what is wrong: a negative timeout, an output folder that is a file, an extract folder that is a link")
+    func messagesSayWhatIsWrong() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
+        let bundle = directory.appending("Notes.mdz")
+        #expect(try execute(["create", bundle.string]).status == 0)
+
+        let negative = try execute(["convert", bundle.string, "--busy-timeout", "-1"])
+        #expect(negative.status == 64)
+        #expect(negative.stderr.contains("must not be negative"), "\(negative.stderr)")
+        let batchNegative = try execute(["batch", directory.string, "--busy-timeout", "-1", "--dry-run"])
+        #expect(batchNegative.stderr.contains("must not be negative"), "\(batchNegative.stderr)")
+        let migrateNegative = try execute(["migrate", bundle.string, "--migrations", directory.string, "--lock-timeout", "-1"])
+        #expect(migrateNegative.stderr.contains("must not be negative"), "\(migrateNegative.stderr)")
+
+        let file = directory.appending("afile")
+        #expect(FileManager.default.createFile(atPath: file.string, contents: Data("x".utf8)))
+        let intoFile = try execute(["create", file.appending("out.mdz").string])
+        #expect(intoFile.status == 73)
+        #expect(intoFile.stderr.contains("is a file, not a folder"), "\(intoFile.stderr)")
+
+        let empty = directory.appending("empty")
+        try FileManager.default.createDirectory(atPath: empty.string, withIntermediateDirectories: true)
+        let link = directory.appending("link")
+        try FileManager.default.createSymbolicLink(atPath: link.string, withDestinationPath: empty.string)
+        let intoLink = try execute(["extract", bundle.string, "--directory", link.string])
+        #expect(intoLink.status != 0)
+        #expect(intoLink.stderr.contains("is a symbolic link"), "\(intoLink.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: empty.string).isEmpty)
+    }
+
     @Test("--help teaches and --version answers")
     func help() throws {
         let help = try execute(["--help"])

@@ -282,6 +282,10 @@ extension BundleReader {
     /// Creates `directory` or checks that it is empty. Returns whether it was created.
     static func prepareEmptyDirectory(_ directory: FilePath) throws -> Bool {
         if let status = try FileSystem.status(directory) {
+            if status.kind == .symlink {
+                throw DocumentError(.alreadyExists, path: directory,
+                                    reason: "is a symbolic link; extract into a real folder (a link is never followed)")
+            }
             guard status.kind == .directory, try FileSystem.contentsOfDirectory(directory).isEmpty else {
                 throw DocumentError(.alreadyExists, path: directory,
                                     reason: "exists and is not an empty folder; extract into a new or empty folder")

@@ -38,9 +38,7 @@ final class AtomicFile {
             throw DocumentError(.alreadyExists, path: target,
                                 reason: "already exists; choose another name or remove it first")
         }
-        guard FileSystem.isDirectory(directory.isEmpty ? "." : directory) else {
-            throw DocumentError(.cannotCreate, path: target, reason: "its folder does not exist")
-        }
+        try AtomicFile.checkFolder(of: target)
         if removingStale { try AtomicFile.removeStaleTemporaries(for: target) }
         let random = UUID().uuidString.prefix(8).lowercased()
         let temporaryPath = directory.appending(".\(name).\(random)\(AtomicFile.temporarySuffix)")
@@ -51,6 +49,20 @@ final class AtomicFile {
                                 reason: "cannot create a temporary file in its folder", underlyingError: error)
         }
         self.temporaryPath = temporaryPath
+    }
+
+    /// Refuses a destination whose folder is missing, is a file, or is a symbolic link (which is not followed),
+    /// saying which.
+    static func checkFolder(of target: FilePath) throws {
+        let directory = target.removingLastComponent()
+        let folder: FilePath = directory.isEmpty ? "." : directory
+        guard !FileSystem.isDirectory(folder) else { return }
+        let what = (try? FileSystem.status(folder)).flatMap { $0 }.map { status in
+            status.kind == .symlink ? "is a symbolic link, which is not followed; give the real folder's path"
+                : "is a file, not a folder"
+        }
+        throw DocumentError(.cannotCreate, path: target,
+                            reason: what.map { "its folder \(folder) \($0)" } ?? "its folder does not exist")
     }
 
     /// Creates a new file at `path` (never an existing one) that is already under this descriptor's exclusive
@@ -226,6 +238,7 @@ final class ScratchDirectory {
         guard let name = target.lastComponent?.string else {
             throw DocumentError(.cannotCreate, path: target, reason: "the destination has no file name")
         }
+        try AtomicFile.checkFolder(of: target)
         if removingStale { try AtomicFile.removeStaleTemporaries(for: target) }
         let random = UUID().uuidString.prefix(8).lowercased()
         let lockPath = folder.appending(".\(name).\(random)\(AtomicFile.temporarySuffix)")

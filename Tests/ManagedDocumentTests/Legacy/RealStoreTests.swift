@@ -57,6 +57,7 @@ struct RealStoreTests {
     @Test("orphan sidecars are found as sidecars without a store, and never converted")
     func orphanSidecars() throws {
         let files = Corpus.files(in: "coredata/wire/orphan-sidecars")
+        #expect(Corpus.root == nil || files.count >= 2, "the corpus is there, so its orphan sidecars must be: \(files.count)")
         for file in files {
             #expect(try LegacyDetector.detect(at: file) == .sidecar(store: nil))
         }

@@ -22,12 +22,26 @@ struct ChunkPipelineTests {
     }
 
     @Test("a pipeline abandoned with a buffer in hand (an error mid-stream) is released cleanly")
-    func abandoned() {
+    func abandoned() async throws {
         for _ in 0..<20 {
-            let pipeline = ChunkPipeline(buffers: 2, size: 1024)
-            _ = pipeline.acquire()
-            pipeline.submit(1024)
-            _ = pipeline.acquire()
+            weak var released: ChunkPipeline?
+            do {
+                let pipeline = ChunkPipeline(buffers: 2, size: 1024)
+                released = pipeline
+                _ = pipeline.acquire()
+                pipeline.submit(1024)
+                _ = pipeline.acquire()
+            }
+            // > Abandoned mid-stream: nothing (its hashing thread included) keeps it alive.
+            let deadline = ContinuousClock.now + .seconds(2)
+            while released != nil && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(released == nil, "an abandoned pipeline is released")
         }
+        // A new pipeline after all those still hashes correctly.
+        let pipeline = ChunkPipeline(buffers: 2, size: 1024)
+        let buffer = pipeline.acquire()
+        for index in 0..<100 { buffer[index] = UInt8(index) }
+        pipeline.submit(100)
+        #expect(pipeline.finalize() == SHA256.hash(data: (0..<100).map { UInt8($0) }).hexString)
     }
 }

@@ -204,9 +204,13 @@ struct DocumentTrustTests {
             var seen: [Document.State] = []
             for await state in stream { seen.append(state) }
             #expect(seen == [.hasUnsavedChanges, .normal, .hasUnsavedChanges, .normal, .closed])
-            var ended = false
-            for await _ in document.stateChanges {}
-            ended = true
+            let ended = await withTaskGroup(of: Bool.self) { group in
+                group.addTask { for await _ in document.stateChanges {}; return true }
+                group.addTask { try? await Task.sleep(for: .seconds(5)); return false }
+                let first = await group.next() ?? false
+                group.cancelAll()  // a stream still open ends on cancellation
+                return first
+            }
             #expect(ended, "a closed document's stream ends at once")
         }
     }

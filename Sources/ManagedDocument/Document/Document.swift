@@ -123,7 +123,6 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
     var workingCopyLock: FileDescriptor?
     /// The working copy's store, read only for its file change counter (never through SQLite); closed by `close()`.
     private var storeHeader: FileDescriptor?
-    private let changeObserver: ChangeObserver
 
     init(path: FilePath, isReadOnly: Bool, editingDisabled: Bool, metadata: DocumentMetadata, queue: DatabaseQueue,
          documentLock: DocumentLock?, workingCopy: WorkingCopy, options: OpenOptions,
@@ -140,15 +139,14 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
         self._state = editingDisabled ? .editingDisabled : (hasUnsavedChanges ? .hasUnsavedChanges : .normal)
         let header = try FileSystem.openForReading(workingCopy.store)
         self.storeHeader = header
-        self.changeObserver = ChangeObserver()
         do {
             self.savedChangeCounter = hasUnsavedChanges ? nil : try Self.changeCounter(header, path: workingCopy.store)
         } catch {
             try? header.close()  // Squash close error: the first error is what counts.
             throw error
         }
-        changeObserver.document = self
-        let observer = changeObserver
+        let observer = ChangeObserver()  // GRDB keeps it for the connection's life
+        observer.document = self
         queue.inDatabase { db in db.add(transactionObserver: observer, extent: .databaseLifetime) }
     }
 

@@ -36,6 +36,10 @@ struct Inspect: ParsableCommand {
         var isZIP64: Bool
         var compressionRatio: Double
         var entries: [EntryJSON]
+        /// How the store is read: `none`, `used` or `stale` (FORMAT.md 11.4).
+        var restartIndex: String
+        /// Why a stale index is ignored.
+        var restartIndexNotice: String?
         var metadata: DocumentMetadata
     }
 
@@ -51,6 +55,7 @@ struct Inspect: ParsableCommand {
         if output.json {
             try JSONOutput.print(Result(path: bundle, fileSize: reader.fileSize, mediaType: reader.mediaType,
                                         isZIP64: reader.isZIP64, compressionRatio: ratio, entries: entries,
+                                        restartIndex: reader.restartIndex.word, restartIndexNotice: reader.restartIndex.notice,
                                         metadata: reader.metadata))
             return
         }
@@ -77,9 +82,7 @@ struct Inspect: ParsableCommand {
         print("  store:          \(formatBytes(UInt64(store.size))), page size \(store.pageSize), user_version \(store.userVersion)")
         print("  store SHA-256:  \(store.sha256)")
         print("  schema:         \(store.schemaFingerprint.prefix(16))…")
-        if let restarts = store.deflateRestarts {
-            print("  deflate:        \(restarts.offsets.count) segments of \(formatBytes(UInt64(restarts.interval))), inflated on every core")
-        }
+        print("  restart index:  \(reader.restartIndex)")
         if let provenance = metadata.provenance {
             print("  converted from: \(provenance.fileName) (\(provenance.kind), \(formatBytes(UInt64(provenance.size)))) on \(dates.string(from: provenance.convertedAt))")
             if let coreData = provenance.coreData {
@@ -90,6 +93,23 @@ struct Inspect: ParsableCommand {
         for entry in entries {
             print("    \(entry.method.padding(toLength: 9, withPad: " ", startingAt: 0)) \(String(entry.size).leftPadded(12)) \(String(entry.compressedSize).leftPadded(12))  \(entry.name)")
         }
+    }
+}
+
+extension RestartIndexUse {
+    /// One word for scripts: `none`, `used` or `stale`.
+    var word: String {
+        switch self {
+        case .absent: return "none"
+        case .used: return "used"
+        case .stale: return "stale"
+        }
+    }
+
+    /// The notice to print when the index is ignored.
+    var notice: String? {
+        if case .stale(let reason) = self { return "the store's restart index is stale and ignored: \(reason); the store is read in one stream" }
+        return nil
     }
 }
 

@@ -33,6 +33,7 @@ struct Verify: ParsableCommand {
         var uncompressedBytes: UInt64?
         var sqliteCheck: String?
         var rowCounts: [String: Int]?
+        var notice: String?
         var error: ErrorJSON?
     }
 
@@ -50,10 +51,14 @@ struct Verify: ParsableCommand {
         var worst: DocumentError?
         for bundle in bundles {
             do {
-                let report = try BundleReader(at: FilePath(bundle)).verify(full: !quick)
+                let reader = try BundleReader(at: FilePath(bundle))
+                if let notice = reader.restartIndex.notice {
+                    FileHandle.standardError.write(Data("notice: \(bundle): \(notice)\n".utf8))
+                }
+                let report = try reader.verify(full: !quick)
                 items.append(ItemJSON(path: bundle, ok: true, entryCount: report.entryCount,
                                       uncompressedBytes: report.uncompressedBytes, sqliteCheck: report.sqliteCheck,
-                                      rowCounts: report.rowCounts))
+                                      rowCounts: report.rowCounts, notice: reader.restartIndex.notice))
                 if !output.json {
                     let rows = report.rowCounts.values.reduce(0, +)
                     print("ok: \(bundle): \(report.entryCount) entries, \(formatBytes(report.uncompressedBytes)), \(report.rowCounts.count) tables, \(rows) rows, \(report.sqliteCheck) ok")

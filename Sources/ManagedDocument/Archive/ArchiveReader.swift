@@ -53,6 +53,10 @@ final class ArchiveReader {
         self.handle = handle  // from here on deinit frees it, even if init throws
         self.path = path
         self.source = Source(descriptor: descriptor.rawValue, size: Int64(clamping: size))
+        try Self.inUTF8Locale { try open(handle) }
+    }
+
+    private func open(_ handle: OpaquePointer) throws {
         // > The seekable reader takes entries from the central directory; the streaming one guesses from local headers.
         try check(archive_read_support_format_zip_seekable(handle), "enable the zip reader")
         try check(archive_read_set_read_callback(handle, { _, context, buffer in
@@ -93,11 +97,26 @@ final class ArchiveReader {
 
     deinit { archive_read_free(handle) }
 
+    /// The C.UTF-8 locale for this thread (`uselocale`), made once; `nil` where the C library has none.
+    // A locale object is never changed after newlocale(3); threads only install it with uselocale(3).
+    nonisolated(unsafe) private static let utf8Locale: locale_t? = newlocale(LC_CTYPE_MASK, "C.UTF-8", nil)
+
+    /// Runs `body` with this thread's character type in UTF-8, so that libarchive reads a UTF-8 entry name (flag
+    /// bit 11, as python's zipfile writes non-ASCII names) as the UTF-8 it is, whatever the process's locale (a
+    /// program that never called `setlocale` runs in "C", where libarchive cannot convert it and fails the header).
+    /// Only this thread's locale changes, and only for the call.
+    private static func inUTF8Locale<T>(_ body: () throws -> T) rethrows -> T {
+        guard let utf8Locale else { return try body() }
+        let previous = uselocale(utf8Locale)
+        defer { uselocale(previous) }
+        return try body()
+    }
+
     /// The next entry's header, or `nil` at the end of the archive (`ARCHIVE_EOF`).
     func nextEntry() throws -> Header? {
         var entry: OpaquePointer?
         currentName = nil  // an error reading this header must not name the previous entry
-        let status = archive_read_next_header(handle, &entry)
+        let status = Self.inUTF8Locale { archive_read_next_header(handle, &entry) }
         if status == ARCHIVE_EOF { return nil }
         guard status == ARCHIVE_OK, let entry else {
             throw failure(status, "read the next entry header")

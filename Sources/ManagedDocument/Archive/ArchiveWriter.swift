@@ -248,8 +248,12 @@ final class ArchiveWriter {
         deflatedOutside[entryNames.count] = (result.crc32, UInt64(size))
         entryNames.append(name)
         // > Restarts are recorded where readers gain from them: entries that readers inflate on several cores.
+        // > The index names the stream it describes (compressed size, CRC-32), so a reader can tell it from a repack.
+        var restarts = result.restarts
+        restarts.compressedSize = Int64(written)
+        restarts.crc32 = result.crc32
         return EntryDigest(name: name, size: size, sha256: result.sha256,
-                           restarts: size >= Self.parallelDeflateThreshold ? result.restarts : nil)
+                           restarts: size >= Self.parallelDeflateThreshold ? restarts : nil)
     }
 
     /// libarchive's local header of a stored entry of the declared bound, made that of a deflated entry of `size`

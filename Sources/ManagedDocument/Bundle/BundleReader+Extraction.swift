@@ -167,17 +167,36 @@ extension BundleReader {
             defer { try? output?.close() }  // Squash close error: a failed write was already reported.
             var written: UInt64 = 0
             var head: [UInt8] = []
-            let digest: String
+            var parallelDigest: String?
             if let restarts = parallelRestarts(for: entry) {
                 // Inflated on every core from the restart points its writer recorded; libarchive skips the data.
-                digest = try inflateInParallel(entry, restarts: restarts) { chunk in
-                    written += UInt64(chunk.count)
-                    if head.count < 100 {
-                        head.append(contentsOf: chunk.prefix(100 - head.count))
-                        try checkDeclaredSize(entry, head: head)
+                do {
+                    parallelDigest = try inflateInParallel(entry, restarts: restarts) { chunk in
+                        written += UInt64(chunk.count)
+                        if head.count < 100 {
+                            head.append(contentsOf: chunk.prefix(100 - head.count))
+                            try checkDeclaredSize(entry, head: head)
+                        }
+                        if let output, let outputPath { try FileSystem.writeAll(output, chunk, path: outputPath) }
                     }
-                    if let output, let outputPath { try FileSystem.writeAll(output, chunk, path: outputPath) }
+                } catch let error as DocumentError
+                            where restartIndex == .used(segments: restarts.offsets.count, identified: false)
+                            && (error.code == .corruptArchive || error.code == .sizeMismatch) {
+                    // > An older writer's index, which does not name its stream, does not fit this one (a repack):
+                    // > a hint, not the content; the entry is read again in one stream, checked as any other.
+                    written = 0
+                    head = []
+                    if let output, let outputPath {
+                        guard ftruncate(output.rawValue, 0) == 0, lseek(output.rawValue, 0, SEEK_SET) == 0 else {
+                            throw DocumentError.io("cannot start the extracted file again", path: outputPath,
+                                                   errno: Errno(rawValue: errno))
+                        }
+                    }
                 }
+            }
+            let digest: String
+            if let parallelDigest {
+                digest = parallelDigest
             } else {
                 reader.start(entry)
                 while true {
@@ -233,8 +252,8 @@ extension BundleReader {
     /// The store entry's restart index when its segments can be inflated on several cores here; `nil` when the
     /// entry is inflated in one stream by libarchive.
     private func parallelRestarts(for entry: BundleEntry) -> DocumentMetadata.DeflateRestarts? {
-        guard entry.role == .store, entry.isCompressed, let restarts = metadata.store.deflateRestarts,
-              ParallelDeflater.availableCores > 1,
+        guard entry.role == .store, entry.isCompressed, case .used = restartIndex,
+              let restarts = metadata.store.deflateRestarts, ParallelDeflater.availableCores > 1,
               (ParallelInflater.minInterval...ParallelInflater.maxInterval).contains(restarts.interval)
         else { return nil }
         return restarts  // checked against the entry when the reader opened

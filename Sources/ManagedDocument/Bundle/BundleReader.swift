@@ -26,6 +26,31 @@ public struct BundleEntry: Sendable, Equatable {
     var dataOffset: UInt64 = 0
 }
 
+/// How a bundle's store is read, given its restart index (`store.deflateRestarts`, FORMAT.md 11.4): the index is a
+/// hint, and the content (sizes, CRC-32, SHA-256) is the contract.
+public enum RestartIndexUse: Sendable, Equatable, CustomStringConvertible {
+    /// The bundle has none: the store is read in one stream.
+    case absent
+    /// It describes the entry's stream: the segments are inflated on every core, each checked. `identified` is false
+    /// for an index from an older writer that did not record the stream's compressed size and CRC-32; such an index
+    /// that turns out not to fit while the store is read is dropped for one stream.
+    case used(segments: Int, identified: Bool)
+    /// It describes another stream (another tool repacked the bundle): ignored, and the store is read in one stream,
+    /// still bounded by its declared size and checked by CRC-32 and SHA-256.
+    case stale(reason: String)
+
+    /// One line for people: `used (N segments)`, `stale: …, read in one stream`, `none`.
+    public var description: String {
+        switch self {
+        case .absent: return "none; the store is read in one stream"
+        case .used(let segments, true): return "used: \(segments) segments, inflated on every core"
+        case .used(let segments, false):
+            return "used: \(segments) segments, inflated on every core (an older writer's index, which does not name its stream: dropped for one stream if it does not fit)"
+        case .stale(let reason): return "stale, ignored (\(reason)); the store is read in one stream"
+        }
+    }
+}
+
 /// Opens a bundle as hostile input and proves it is a well-formed document before anything is inflated.
 ///
 /// Creating a reader checks the archive's structure against the format (end records, central directory, every
@@ -59,6 +84,8 @@ public final class BundleReader: Sendable {
     public let isZIP64: Bool
     /// The limits this reader enforces.
     public let limits: ReadingLimits
+    /// What the store's restart index (`store.deflateRestarts`) is to this bundle, and so how the store is read.
+    public let restartIndex: RestartIndexUse
     /// The bundle file as it was when the reader opened it: every later read (libarchive's walk, the entries' data,
     /// the parallel inflater) goes through this descriptor, so a bundle replaced under ``path`` while it is read
     /// (a save beside a reader) is never mixed with the one that was checked.
@@ -323,6 +350,8 @@ public final class BundleReader: Sendable {
         let metadataBytes = try Self.readEntry(metadataEntry, from: descriptor, path: path)
         let metadata = try DocumentMetadata.decode(metadataBytes, bundle: path)
         try Self.check(metadata, mediaType: mediaType, entries: entries, path: path)
+        self.restartIndex = try Self.restartIndexUse(metadata.store.deflateRestarts,
+                                                     store: entries.first { $0.role == .store }!, path: path)
         self.metadata = metadata
         self.descriptor = descriptor
         isKept = true
@@ -391,16 +420,6 @@ public final class BundleReader: Sendable {
                            entry: BundleLayout.store)
         }
         guard isSHA256(metadata.store.sha256) else { throw mismatch("'store.sha256' is not a SHA-256") }
-        if let restarts = metadata.store.deflateRestarts {
-            guard store.isCompressed else {
-                throw mismatch("'store.deflateRestarts' is given for a store entry that is not deflated",
-                               entry: BundleLayout.store)
-            }
-            if let problem = ParallelInflater.check(restarts, size: store.size, compressedSize: store.compressedSize) {
-                throw mismatch("'store.deflateRestarts' does not describe the entry: \(problem)",
-                               entry: BundleLayout.store)
-            }
-        }
         var listed: [String: DocumentMetadata.Entry] = [:]
         for entry in metadata.entries {
             guard listed.updateValue(entry, forKey: entry.name) == nil else {
@@ -427,6 +446,32 @@ public final class BundleReader: Sendable {
             let missing = listed.keys.filter { name in !entries.contains { $0.name == name } }.sorted()
             throw mismatch("'entries' lists \(missing.first ?? "an entry") that the archive does not hold")
         }
+    }
+
+    /// Decides what the store's restart index is to this bundle (FORMAT.md 11.4): a hint, used when it describes
+    /// the entry's stream, ignored when it describes another one (a repack), refused when it claims this stream and
+    /// does not fit it.
+    private static func restartIndexUse(_ restarts: DocumentMetadata.DeflateRestarts?, store: BundleEntry,
+                                        path: FilePath) throws -> RestartIndexUse {
+        guard let restarts else { return .absent }
+        guard store.isCompressed else {
+            return .stale(reason: "the store entry is stored, not deflated (the bundle was repacked)")
+        }
+        let isIdentified = restarts.compressedSize != nil || restarts.crc32 != nil
+        if isIdentified, restarts.compressedSize != Int64(clamping: store.compressedSize) || restarts.crc32 != store.crc32 {
+            return .stale(reason: "it describes a stream of \(restarts.compressedSize.map(String.init) ?? "?") compressed bytes with CRC-32 \(restarts.crc32.map { hex32($0) } ?? "?"), the entry holds \(store.compressedSize) with CRC-32 \(hex32(store.crc32)) (the bundle was repacked)")
+        }
+        if let problem = ParallelInflater.check(restarts, size: store.size, compressedSize: store.compressedSize) {
+            guard isIdentified else { return .stale(reason: "it does not fit the entry: \(problem)") }
+            throw DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
+                                reason: "'store.deflateRestarts' names this entry's stream but does not describe it: \(problem); the metadata does not describe this bundle")
+        }
+        return .used(segments: restarts.offsets.count, identified: isIdentified)
+    }
+
+    private static func hex32(_ value: UInt32) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: 8 - digits.count) + digits
     }
 
     static func isSHA256(_ text: String) -> Bool {

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Logging
 import SystemPackage
 
 extension Document {
@@ -103,6 +104,7 @@ extension Document {
 
     private static func openReadOnly(at path: FilePath, options: OpenOptions, root: FilePath) async throws -> Document {
         let reader = try BundleReader(at: path, limits: options.limits)
+        logReadPath(reader, options: options)
         let copy = try WorkingCopy.snapshot(root: root)
         do {
             let copyLock = try lockWorkingCopy(copy)
@@ -143,6 +145,7 @@ extension Document {
             }
         }
         let reader = try BundleReader(at: path, limits: options.limits)
+        logReadPath(reader, options: options)
         try checkIsOfThisApp(reader.metadata, options: options, path: path)
         // > A save killed mid-write left its aside file: nobody holds its lock, and we hold the document's.
         try? AtomicFile.removeStaleTemporaries(for: path)  // housekeeping; never fails an open
@@ -197,6 +200,15 @@ extension Document {
         }
         defer { free(resolved) }
         return FilePath(platformString: resolved)
+    }
+
+    /// Says in the log how the store is read: a stale restart index (another tool repacked the bundle) is a notice.
+    private static func logReadPath(_ reader: BundleReader, options: OpenOptions) {
+        if case .stale = reader.restartIndex {
+            options.logger.notice("\(reader.path): the store's restart index is ignored: \(reader.restartIndex)")
+        } else {
+            options.logger.debug("\(reader.path): restart index \(reader.restartIndex)")
+        }
     }
 
     /// Refuses, for writing, a bundle of another app: another media type, another model, or a newer model version.

@@ -81,10 +81,18 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
         /// For each segment, the offset of its first byte from the start of the entry's compressed data; the first
         /// is 0, and they increase strictly.
         public var offsets: [Int64]
+        /// The compressed size of the stream these offsets describe: with ``crc32``, what identifies that stream. A
+        /// reader that finds the entry with another compressed size or CRC-32 (another tool repacked the bundle)
+        /// ignores the index as stale. Older writers did not record it.
+        public var compressedSize: Int64?
+        /// The CRC-32 of the entry these offsets describe (see ``compressedSize``).
+        public var crc32: UInt32?
 
-        public init(interval: Int64, offsets: [Int64]) {
+        public init(interval: Int64, offsets: [Int64], compressedSize: Int64? = nil, crc32: UInt32? = nil) {
             self.interval = interval
             self.offsets = offsets
+            self.compressedSize = compressedSize
+            self.crc32 = crc32
         }
     }
 

@@ -74,9 +74,11 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible, Localized
         public static var checksumMismatch: Self { Self(.checksumMismatch) }
         /// An entry's data is not as long as its header or the metadata says.
         public static var sizeMismatch: Self { Self(.sizeMismatch) }
-        /// The first entry of the archive is not `mimetype`.
+        /// The archive does not start with an entry (bytes prefixed to it). A bundle whose first entry is another one
+        /// than `mimetype` (another zip tool's repack) is read, with a notice (``BundleReader/notices``).
         public static var mimetypeNotFirst: Self { Self(.mimetypeNotFirst) }
-        /// The `mimetype` entry is compressed, has an extra field, a data descriptor, or content that is not a media type.
+        /// The `mimetype` entry's content is not a media type of 1 to 255 bytes. (One that is compressed, has an extra
+        /// field or a data descriptor is read, with a notice.)
         public static var invalidMimetype: Self { Self(.invalidMimetype) }
         /// The `mimetype` entry and the metadata's `mediaType` differ.
         public static var mediaTypeMismatch: Self { Self(.mediaTypeMismatch) }

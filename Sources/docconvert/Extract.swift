@@ -46,9 +46,7 @@ struct Extract: ParsableCommand {
 
     func run() throws {
         let reader = try reportingErrors { try BundleReader(at: FilePath(bundle)) }
-        if let notice = reader.restartIndex.notice {
-            FileHandle.standardError.write(Data("notice: \(bundle): \(notice)\n".utf8))
-        }
+        printNotices(reader, bundle: bundle)
         var result = Result(bundle: bundle)
         if let directory {
             try reportingErrors { _ = try reader.extract(into: FilePath(directory)) }

@@ -65,3 +65,11 @@ func formatBytes(_ bytes: UInt64) -> String {
     }
     return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
 }
+
+/// Prints what a person should know about how a bundle is read (nothing refused), one `notice:` line each, on
+/// standard error.
+func printNotices(_ reader: BundleReader, bundle: String) {
+    for notice in reader.notices {
+        FileHandle.standardError.write(Data("notice: \(bundle): \(notice)\n".utf8))
+    }
+}

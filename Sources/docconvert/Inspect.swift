@@ -38,8 +38,8 @@ struct Inspect: ParsableCommand {
         var entries: [EntryJSON]
         /// How the store is read: `none`, `used` or `stale` (FORMAT.md 11.4).
         var restartIndex: String
-        /// Why a stale index is ignored.
-        var restartIndexNotice: String?
+        /// What a person should know though nothing is refused (a stale index, a `mimetype` that cannot be sniffed).
+        var notices: [String]
         var metadata: DocumentMetadata
     }
 
@@ -55,7 +55,7 @@ struct Inspect: ParsableCommand {
         if output.json {
             try JSONOutput.print(Result(path: bundle, fileSize: reader.fileSize, mediaType: reader.mediaType,
                                         isZIP64: reader.isZIP64, compressionRatio: ratio, entries: entries,
-                                        restartIndex: reader.restartIndex.word, restartIndexNotice: reader.restartIndex.notice,
+                                        restartIndex: reader.restartIndex.word, notices: reader.notices,
                                         metadata: reader.metadata))
             return
         }
@@ -83,6 +83,7 @@ struct Inspect: ParsableCommand {
         print("  store SHA-256:  \(store.sha256)")
         print("  schema:         \(store.schemaFingerprint.prefix(16))…")
         print("  restart index:  \(reader.restartIndex)")
+        for notice in reader.notices { print("  notice:         \(notice)") }
         if let provenance = metadata.provenance {
             print("  converted from: \(provenance.fileName) (\(provenance.kind), \(formatBytes(UInt64(provenance.size)))) on \(dates.string(from: provenance.convertedAt))")
             if let coreData = provenance.coreData {
@@ -106,11 +107,6 @@ extension RestartIndexUse {
         }
     }
 
-    /// The notice to print when the index is ignored.
-    var notice: String? {
-        if case .stale(let reason) = self { return "the store's restart index is stale and ignored: \(reason); the store is read in one stream" }
-        return nil
-    }
 }
 
 extension String {

@@ -33,7 +33,7 @@ struct Verify: ParsableCommand {
         var uncompressedBytes: UInt64?
         var sqliteCheck: String?
         var rowCounts: [String: Int]?
-        var notice: String?
+        var notices: [String]?
         var error: ErrorJSON?
     }
 
@@ -52,13 +52,11 @@ struct Verify: ParsableCommand {
         for bundle in bundles {
             do {
                 let reader = try BundleReader(at: FilePath(bundle))
-                if let notice = reader.restartIndex.notice {
-                    FileHandle.standardError.write(Data("notice: \(bundle): \(notice)\n".utf8))
-                }
+                printNotices(reader, bundle: bundle)
                 let report = try reader.verify(full: !quick)
                 items.append(ItemJSON(path: bundle, ok: true, entryCount: report.entryCount,
                                       uncompressedBytes: report.uncompressedBytes, sqliteCheck: report.sqliteCheck,
-                                      rowCounts: report.rowCounts, notice: reader.restartIndex.notice))
+                                      rowCounts: report.rowCounts, notices: reader.notices.isEmpty ? nil : reader.notices))
                 if !output.json {
                     let rows = report.rowCounts.values.reduce(0, +)
                     print("ok: \(bundle): \(report.entryCount) entries, \(formatBytes(report.uncompressedBytes)), \(report.rowCounts.count) tables, \(rows) rows, \(report.sqliteCheck) ok")

@@ -74,7 +74,7 @@ public final class BundleReader: Sendable {
     public let path: FilePath
     /// The bundle's size in bytes.
     public let fileSize: UInt64
-    /// Every entry, in file order, `mimetype` first.
+    /// Every entry, in file order (`mimetype` first in a bundle as this package writes it).
     public let entries: [BundleEntry]
     /// The decoded and checked metadata.
     public let metadata: DocumentMetadata
@@ -86,6 +86,21 @@ public final class BundleReader: Sendable {
     public let limits: ReadingLimits
     /// What the store's restart index (`store.deflateRestarts`) is to this bundle, and so how the store is read.
     public let restartIndex: RestartIndexUse
+    /// Whether the media type can be sniffed at byte 38 (`mimetype` first, stored, bare: FORMAT.md 4). A bundle that
+    /// another zip tool repacked may not keep that layout; it is read all the same, and a save restores it.
+    public let isMediaTypeSniffable: Bool
+    private let layoutNotice: String?
+
+    /// What a person should know about how this bundle is read, though nothing in it is refused: a `mimetype` entry
+    /// that cannot be sniffed, a stale restart index. Empty for a bundle as this package writes it.
+    public var notices: [String] {
+        var notices: [String] = []
+        if let layoutNotice { notices.append(layoutNotice) }
+        if case .stale(let reason) = restartIndex {
+            notices.append("the store's restart index is stale and ignored (\(reason)); the store is read in one stream")
+        }
+        return notices
+    }
     /// The bundle file as it was when the reader opened it: every later read (libarchive's walk, the entries' data,
     /// the parallel inflater) goes through this descriptor, so a bundle replaced under ``path`` while it is read
     /// (a save beside a reader) is never mixed with the one that was checked.
@@ -178,10 +193,10 @@ public final class BundleReader: Sendable {
             throw DocumentError(.notADocument, path: path,
                                 reason: "is a zip archive but not a document bundle: it has no 'mimetype' entry")
         }
-        guard mimetypeRecord.localHeaderOffset == 0 else {
-            throw DocumentError(.mimetypeNotFirst, path: path, entry: BundleLayout.mimetype,
-                                reason: "is not the first entry of the archive, so the media type cannot be sniffed at byte 38")
-        }
+        // > Where `mimetype` lies is a promise to sniffers (FORMAT.md 4), not to readers: another zip tool may have
+        // > repacked the bundle. Each way it is not at byte 38 is noted; the content is checked all the same.
+        var layoutProblems: [String] = []
+        if mimetypeRecord.localHeaderOffset != 0 { layoutProblems.append("'mimetype' is not the first entry") }
 
         // Every entry on its own.
         var names = Set<String>()
@@ -247,6 +262,12 @@ public final class BundleReader: Sendable {
         // Where the bytes lie: every local header agrees with the directory, and no two entries share bytes.
         entries.sort { $0.offset < $1.offset }
         var previousEnd: UInt64 = 0
+        if let first = entries.first, first.offset != 0 {
+            // > Bytes before the first entry: a stub prefixed to the archive (a self-extractor, or a file of another
+            // > kind made to look like a bundle too). A bundle starts with an entry, whichever it is.
+            throw DocumentError(.mimetypeNotFirst, path: path, entry: first.name,
+                                reason: "the archive does not start with an entry: \(first.offset) bytes of something else come first")
+        }
         var previousName = ""
         for (index, entry) in entries.enumerated() {
             if entry.offset < previousEnd {
@@ -291,24 +312,10 @@ public final class BundleReader: Sendable {
                 throw DocumentError(.truncatedArchive, path: path, entry: entry.name,
                                     reason: "the entry's data runs past the end of the archive")
             }
-            if index == 0 {
-                // The mimetype entry: bare, stored, at byte 30, content at byte 38.
-                guard entry.role == .mimetype else {
-                    throw DocumentError(.mimetypeNotFirst, path: path, entry: BundleLayout.mimetype,
-                                        reason: "is not the first entry of the archive")
-                }
-                guard !entry.isCompressed else {
-                    throw DocumentError(.invalidMimetype, path: path, entry: entry.name,
-                                        reason: "is compressed; it must be stored so the media type can be sniffed")
-                }
-                guard local.extraLength == 0 else {
-                    throw DocumentError(.invalidMimetype, path: path, entry: entry.name,
-                                        reason: "has an extra field, so the media type does not start at byte 38")
-                }
-                guard local.flags & 0x0008 == 0 else {
-                    throw DocumentError(.invalidMimetype, path: path, entry: entry.name,
-                                        reason: "has a data descriptor; its sizes must be in the local header")
-                }
+            if entry.role == .mimetype && entry.offset == 0 {
+                if entry.isCompressed { layoutProblems.append("'mimetype' is compressed") }
+                if local.extraLength != 0 { layoutProblems.append("'mimetype' has an extra field") }
+                if local.flags & 0x0008 != 0 { layoutProblems.append("'mimetype' has a data descriptor") }
             }
             entries[index].dataOffset = dataStart
             previousEnd = dataEnd
@@ -316,12 +323,16 @@ public final class BundleReader: Sendable {
         }
 
         // The media type.
-        let mimetype = entries[0]
+        let mimetype = entries.first { $0.role == .mimetype }!
         guard (1...255).contains(mimetype.size) else {
             throw DocumentError(.invalidMimetype, path: path, entry: mimetype.name,
                                 reason: "must hold a media type of 1 to 255 bytes")
         }
-        let content = try read(UInt64(BundleLayout.mediaTypeOffset), Int(mimetype.size))
+        self.isMediaTypeSniffable = layoutProblems.isEmpty
+        self.layoutNotice = layoutProblems.isEmpty ? nil
+            : layoutProblems.joined(separator: ", ") + ", so the media type cannot be sniffed at byte 38 (another zip tool repacked the bundle; a save lays it out again)"
+        let content = layoutProblems.isEmpty ? try read(UInt64(BundleLayout.mediaTypeOffset), Int(mimetype.size))
+            : try Self.readEntry(mimetype, from: descriptor, path: path)
         var crc = CRC32()
         crc.update(content)
         guard crc.value == mimetype.crc32 else {

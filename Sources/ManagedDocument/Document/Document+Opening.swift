@@ -202,13 +202,10 @@ extension Document {
         return FilePath(platformString: resolved)
     }
 
-    /// Says in the log how the store is read: a stale restart index (another tool repacked the bundle) is a notice.
+    /// Says in the log how the bundle is read: what another zip tool's repack changed is a notice.
     private static func logReadPath(_ reader: BundleReader, options: OpenOptions) {
-        if case .stale = reader.restartIndex {
-            options.logger.notice("\(reader.path): the store's restart index is ignored: \(reader.restartIndex)")
-        } else {
-            options.logger.debug("\(reader.path): restart index \(reader.restartIndex)")
-        }
+        for notice in reader.notices { options.logger.notice("\(reader.path): \(notice)") }
+        options.logger.debug("\(reader.path): restart index \(reader.restartIndex)")
     }
 
     /// Refuses, for writing, a bundle of another app: another media type, another model, or a newer model version.

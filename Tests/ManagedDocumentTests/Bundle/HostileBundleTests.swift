@@ -343,7 +343,7 @@ struct HostileBundleTests {
         }
     }
 
-    @Test("a mimetype entry that is not the first entry is refused")
+    @Test("a mimetype entry that is not the first entry is read, with a notice (another tool's repack)")
     func mimetypeNotFirst() async throws {
         try await withTemporaryDirectory { directory in
             let bundle = try Self.goodBundle(in: directory)
@@ -351,11 +351,11 @@ struct HostileBundleTests {
                 let mimetype = archive.entries.removeFirst()
                 archive.entries.insert(mimetype, at: 1)
             }
-            try expectRefusal(bundle, in: directory, code: .mimetypeNotFirst, entry: BundleLayout.mimetype)
+            try expectReadWithNotice(bundle, in: directory, saying: "is not the first entry")
         }
     }
 
-    @Test("a compressed mimetype entry is refused")
+    @Test("a compressed mimetype entry is read, with a notice")
     func mimetypeCompressed() async throws {
         try await withTemporaryDirectory { directory in
             let bundle = try Self.goodBundle(in: directory)
@@ -369,22 +369,22 @@ struct HostileBundleTests {
                     entry.record.compressedSize = UInt64(entry.payload.count)
                 }
             }
-            try expectRefusal(bundle, in: directory, code: .invalidMimetype, entry: BundleLayout.mimetype)
+            try expectReadWithNotice(bundle, in: directory, saying: "is compressed")
         }
     }
 
-    @Test("a mimetype entry with an extra field is refused")
+    @Test("a mimetype entry with an extra field is read, with a notice")
     func mimetypeExtraField() async throws {
         try await withTemporaryDirectory { directory in
             let bundle = try Self.goodBundle(in: directory)
             try ZipSurgery.edit(bundle) {
                 $0.modify(BundleLayout.mimetype) { $0.localExtra = [0xFE, 0xCA, 0x02, 0x00, 0x00, 0x00] }
             }
-            try expectRefusal(bundle, in: directory, code: .invalidMimetype, entry: BundleLayout.mimetype)
+            try expectReadWithNotice(bundle, in: directory, saying: "has an extra field")
         }
     }
 
-    @Test("a mimetype entry with a data descriptor is refused")
+    @Test("a mimetype entry with a data descriptor is read, with a notice")
     func mimetypeDataDescriptor() async throws {
         try await withTemporaryDirectory { directory in
             let bundle = try Self.goodBundle(in: directory)
@@ -400,8 +400,29 @@ struct HostileBundleTests {
                     entry.payload += descriptor
                 }
             }
-            try expectRefusal(bundle, in: directory, code: .invalidMimetype, entry: BundleLayout.mimetype)
+            try expectReadWithNotice(bundle, in: directory, saying: "has a data descriptor")
         }
+    }
+
+    @Test("bytes prefixed to a bundle (a stub, offsets adjusted by zip -A) are refused")
+    func prefixedStub() async throws {
+        try await withTemporaryDirectory { directory in
+            let bundle = try Self.goodBundle(in: directory)
+            try Fixtures.write(Array("#!/bin/sh\necho not a bundle\nexit 0\n".utf8) + (try Fixtures.bytes(of: bundle)), to: bundle)
+            let adjusted = try run("zip", ["-A", "-q", bundle.string])
+            #expect(adjusted.status == 0, "\(adjusted.output)")
+            try expectRefusal(bundle, in: directory, code: .mimetypeNotFirst, entry: BundleLayout.mimetype)
+        }
+    }
+
+    /// A bundle whose `mimetype` layout another tool changed: read, verified and extracted, with a notice.
+    private func expectReadWithNotice(_ bundle: FilePath, in directory: FilePath, saying text: String) throws {
+        let reader = try BundleReader(at: bundle)
+        #expect(!reader.isMediaTypeSniffable)
+        #expect(reader.notices.contains { $0.contains(text) && $0.contains("byte 38") }, "\(reader.notices)")
+        #expect(reader.mediaType == BundleLayout.defaultMediaType)
+        _ = try reader.verify(full: true, workingDirectory: directory)
+        _ = try reader.extract(into: directory.appending("read-\(UUID().uuidString)"))
     }
 
     @Test("a mimetype entry whose content is not a media type is refused", arguments: [

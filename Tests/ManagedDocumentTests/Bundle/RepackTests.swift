@@ -12,6 +12,8 @@ struct RepackTests {
         case infoZip = "zip -r"
         case pythonDeflated = "python zipfile, deflated"
         case pythonStored = "python zipfile, stored"
+        case sevenZip = "7z a -tzip"
+        case bsdtar = "bsdtar --format zip"
         var testDescription: String { rawValue }
     }
 
@@ -31,8 +33,9 @@ struct RepackTests {
         return (bundle, metadata)
     }
 
-    /// Unzips `bundle` and zips it again with `tool`, `mimetype` first and stored; python also adds an unknown
-    /// metadata key, as a newer writer might.
+    /// Unzips `bundle` and zips it again with `tool` as a user would; python also adds an unknown metadata key, as a
+    /// newer writer might. `zip` and python keep `mimetype` first and stored; `7z` and `bsdtar` do not (they add extra
+    /// fields, compress or reorder it), which the reader notes.
     private func repack(_ bundle: FilePath, with tool: Tool, into target: FilePath, in directory: FilePath) throws {
         let unpacked = directory.appending("unpacked")
         let unzip = try run("unzip", ["-q", bundle.string, "-d", unpacked.string])
@@ -42,6 +45,14 @@ struct RepackTests {
             let first = try run("zip", ["-X", "-0", "-q", target.string, "mimetype"], in: unpacked)
             let rest = try run("zip", ["-X", "-r", "-q", target.string, ".", "-x", "mimetype"], in: unpacked)
             #expect(first.status == 0 && rest.status == 0, "\(first.output) \(rest.output)")
+        case .sevenZip:
+            let made = try run("7z", ["a", "-tzip", "-bso0", target.string, "mimetype", "DocumentMetadata.json",
+                                      "StoreContent", "AdditionalContent"], in: unpacked)
+            #expect(made.status == 0, "\(made.output)")
+        case .bsdtar:
+            let made = try run("bsdtar", ["--format", "zip", "-cf", target.string, "mimetype", "DocumentMetadata.json",
+                                          "StoreContent", "AdditionalContent"], in: unpacked)
+            #expect(made.status == 0, "\(made.output)")
         case .pythonDeflated, .pythonStored:
             try Fixtures.runPython("""
                 import json, os, sys, zipfile
@@ -82,6 +93,8 @@ struct RepackTests {
                 return
             }
             #expect(reader.entry(named: Self.additionalName) != nil, "the non-ASCII name survived")
+            let keepsLayout = tool == .infoZip || tool == .pythonDeflated || tool == .pythonStored
+            #expect(reader.isMediaTypeSniffable == keepsLayout, "\(reader.notices)")
             _ = try reader.verify(full: true, workingDirectory: directory)
             let extracted = try reader.extract(into: directory.appending("extracted"))
             #expect(try FileSystem.digest(of: extracted.store).sha256 == metadata.store.sha256)
@@ -104,6 +117,7 @@ struct RepackTests {
             try await editor.writer.write { db in try db.execute(sql: "CREATE TABLE edited(x)") }
             try await editor.close()
             let saved = try BundleReader(at: repacked)
+            #expect(saved.isMediaTypeSniffable && saved.notices.isEmpty, "a save lays the bundle out again: \(saved.notices)")
             guard case .used(_, true) = saved.restartIndex else {
                 Issue.record("after a save the index should be ours again, it is \(saved.restartIndex)")
                 return

@@ -289,8 +289,22 @@ enum ISO8601 {
             && bytes[7] == UInt8(ascii: "-") && bytes[10] == UInt8(ascii: "T") && bytes[13] == UInt8(ascii: ":")
             && bytes[16] == UInt8(ascii: ":")
         if isUTCForm { return parseUTC(bytes) }
-        return (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text))
+        // > Other ISO 8601 forms (offsets, no fraction) go to Foundation, which forgives trailing bytes: only the
+        // > characters a date-time can hold, and a 'Z' only at the end.
+        let allowed = Set("0123456789-:T.+Z".utf8)
+        guard bytes.allSatisfy(allowed.contains), !bytes.dropLast().contains(UInt8(ascii: "Z")) else { return nil }
+        let parsed = (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text))
             ?? (try? Date.ISO8601FormatStyle().parse(text))
+        return parsed.flatMap { canonical($0.timeIntervalSince1970) }
+    }
+
+    /// The date at whole milliseconds, as whole seconds plus the milliseconds' fraction: the one value every form of
+    /// the same millisecond reads as, so that a date read, written (``format(_:)``) and read again is unchanged.
+    private static func canonical(_ seconds: Double) -> Date? {
+        let milliseconds = (seconds * 1000).rounded()
+        guard milliseconds.isFinite, abs(milliseconds) < 1e17 else { return nil }
+        let whole = (milliseconds / 1000).rounded(.down)
+        return Date(timeIntervalSince1970: whole + (milliseconds - whole * 1000) / 1000)
     }
 
     /// `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, the form this package writes (separators already checked).
@@ -324,7 +338,7 @@ enum ISO8601 {
         parts.tm_min = Int32(minute)
         parts.tm_sec = Int32(second)
         let seconds = timegm(&parts)
-        return Date(timeIntervalSince1970: Double(seconds) + fraction)
+        return canonical(Double(seconds) + fraction)
     }
 }
 

@@ -155,5 +155,18 @@ struct RoundTripTests {
             }
         }
         #expect(drifted.isEmpty, "\(drifted.prefix(5))")
+
+        // Found by fuzzing (Fuzz/Corpus/metadata): Foundation forgave trailing bytes, and a date read in another
+        // form came back a hair different once written and read again.
+        #expect(ISO8601.parse("2026-11-24T19:22:25.62Z8") == nil)
+        #expect(ISO8601.parse("2026-11-24T20:22:25.62+01:00Z") == nil)
+        for text in ["2026-11-24T20:22:25.62+01:00", "2026-11-24T19:22:25.6204Z", "2026-11-24T19:22:25.123456789Z",
+                     "1969-12-31T23:59:59.9999Z"] {
+            guard let once = ISO8601.parse(text) else {
+                Issue.record("\(text) is a date")
+                continue
+            }
+            #expect(ISO8601.parse(ISO8601.format(once)) == once, "\(text) read, written and read again")
+        }
     }
 }

@@ -16,6 +16,14 @@ enum CoreDataMetadata {
         return count == 2
     }
 
+    /// Whether `data` starts as a binary (`bplist00`) or XML property list does: anything else is not handed to
+    /// Foundation, whose parser leaks its error object for every input it refuses (found by fuzzing).
+    static func looksLikePropertyList(_ data: Data) -> Bool {
+        if data.starts(with: Array("bplist00".utf8)) { return true }
+        let text = data.prefix(64).drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D || $0 == 0xEF || $0 == 0xBB || $0 == 0xBF }
+        return text.first == UInt8(ascii: "<")
+    }
+
     /// Decodes `Z_METADATA`; a plist that cannot be decoded leaves those fields empty rather than failing.
     static func read(_ db: Database) throws -> DocumentMetadata.CoreDataInfo {
         let columns = try db.columns(in: "Z_METADATA").map { $0.name.uppercased() }
@@ -27,7 +35,7 @@ enum CoreDataMetadata {
         else { return info }
         info.metadataVersion = row[0]
         info.storeUUID = row[1]
-        guard let data: Data = row[2],
+        guard let data: Data = row[2], Self.looksLikePropertyList(data),
               let plist = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any]
         else { return info }  // an unreadable plist is recorded as absent: the table itself is kept in the store
         info.storeType = plist["NSStoreType"] as? String

@@ -54,6 +54,16 @@ struct RealStoreTests {
         }
     }
 
+    @Test("only what starts like a property list reaches Foundation's parser (which leaks on inputs it refuses)")
+    func propertyListSniffing() {
+        #expect(CoreDataMetadata.looksLikePropertyList(Data("bplist00\u{0}".utf8)))
+        #expect(CoreDataMetadata.looksLikePropertyList(Data("<?xml version=\"1.0\"?><plist/>".utf8)))
+        #expect(CoreDataMetadata.looksLikePropertyList(Data("\u{FEFF}\n <plist/>".utf8)))
+        for junk in ["PK\u{3}\u{4}", "", "bplist", "{\"a\": 1}", "SQLite format 3"] {
+            #expect(!CoreDataMetadata.looksLikePropertyList(Data(junk.utf8)), "\(junk)")
+        }
+    }
+
     @Test("orphan sidecars are found as sidecars without a store, and never converted")
     func orphanSidecars() throws {
         let files = Corpus.files(in: "coredata/wire/orphan-sidecars")

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Makes the committed seed corpora in Fuzz/Corpus/<target>/ (small: under 2 MiB in all) from bundles the built
+# docconvert writes, the tests' kinds of hostile input, and ../shared/corpus when it is there.
+# Usage: Fuzz/make-seeds.sh [path to docconvert]   (default: .build/debug/docconvert; run `swift build` first)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+docconvert=${1:-.build/debug/docconvert}
+out=Fuzz/Corpus
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+rm -rf "$out" && mkdir -p "$out"/{bundle,metadata,inflate,legacy}
+
+python3 - "$work" <<'PY'
+import os, plistlib, sqlite3, sys, zlib
+work = sys.argv[1]
+def store(path, rows, blob):
+    c = sqlite3.connect(path)
+    c.execute("CREATE TABLE note(id INTEGER PRIMARY KEY, text TEXT, data BLOB)")
+    c.executemany("INSERT INTO note(text, data) VALUES (?, ?)", [(f"note {i}", blob(i)) for i in range(rows)])
+    c.commit(); c.close()
+store(f"{work}/small.sqlite", 20, lambda i: bytes([i]) * 10)
+store(f"{work}/large.sqlite", 6000, lambda i: (b"abcdefgh%d" % (i % 50)) * 20)  # > 1 MiB, deflates small
+# A Core Data-like store with a binary plist in Z_METADATA.
+c = sqlite3.connect(f"{work}/coredata.sqlite")
+c.execute("CREATE TABLE Z_PRIMARYKEY (Z_ENT INTEGER PRIMARY KEY, Z_NAME VARCHAR, Z_SUPER INTEGER, Z_MAX INTEGER)")
+c.execute("CREATE TABLE Z_METADATA (Z_VERSION INTEGER PRIMARY KEY, Z_UUID VARCHAR(255), Z_PLIST BLOB)")
+plist = {"NSStoreType": "SQLite", "NSStoreUUID": "8F3C2B1A-0000-4000-8000-000000000001",
+         "NSPersistenceFrameworkVersion": 1414, "NSStoreModelVersionIdentifiers": ["1"],
+         "NSStoreModelVersionHashes": {"Note": b"\x01" * 32}, "_NSAutoVacuumLevel": "2"}
+c.execute("INSERT INTO Z_METADATA VALUES (1, 'x', ?)", (plistlib.dumps(plist, fmt=plistlib.FMT_BINARY),))
+c.commit(); c.close()
+open(f"{work}/plist.bin", "wb").write(plistlib.dumps(plist, fmt=plistlib.FMT_BINARY))
+open(f"{work}/plist.xml", "wb").write(plistlib.dumps(plist))
+# Inflate seeds in the target's own format: interval code, size, 2-byte offset deltas, then a raw deflate stream
+# made restartable with full flushes every interval.
+for name, data in [("text", b"".join(b"line %d of the store\n" % i for i in range(20000))),
+                   ("zeros", bytes(200000)), ("random", os.urandom(150000))]:
+    interval = 65536
+    z = zlib.compressobj(6, zlib.DEFLATED, -15)
+    payload, offsets = b"", []
+    for start in range(0, len(data), interval):
+        offsets.append(len(payload))
+        payload += z.compress(data[start:start + interval])
+        payload += z.flush(zlib.Z_FULL_FLUSH if start + interval < len(data) else zlib.Z_FINISH)
+    deltas = [b - a for a, b in zip(offsets, offsets[1:])]
+    if any(d >= 65536 for d in deltas): continue
+    header = bytes([0]) + (len(data) - 1).to_bytes(4, "big") + b"\0\0" + b"".join(d.to_bytes(2, "big") for d in deltas)
+    open(f"{work}/inflate-{name}", "wb").write(header + payload)
+PY
+
+"$docconvert" create "$out/bundle/empty.mdz" >/dev/null
+"$docconvert" create "$out/bundle/small-stored.mdz" --from "$work/small.sqlite" --compression store >/dev/null
+"$docconvert" create "$out/bundle/small.mdz" --from "$work/small.sqlite" >/dev/null
+"$docconvert" create "$out/bundle/restarts.mdz" --from "$work/large.sqlite" >/dev/null
+# A repack, as another zip tool makes one (stale restart index, python's UTF-8 names).
+python3 - "$out/bundle/restarts.mdz" "$out/bundle/repacked.mdz" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as src, zipfile.ZipFile(sys.argv[2], "w") as dst:
+    for info in src.infolist():
+        method = zipfile.ZIP_STORED if info.filename == "mimetype" else zipfile.ZIP_DEFLATED
+        dst.writestr(info.filename, src.read(info.filename), compress_type=method)
+    dst.writestr("AdditionalContent/café ☕.txt", b"x", compress_type=zipfile.ZIP_DEFLATED)
+PY
+for bundle in "$out"/bundle/*.mdz; do unzip -p "$bundle" DocumentMetadata.json > "$out/metadata/$(basename "$bundle" .mdz).json"; done
+cp "$work"/inflate-* "$out/inflate/"
+cp "$work/small.sqlite" "$work/coredata.sqlite" "$work/plist.bin" "$work/plist.xml" "$out/legacy/"
+printf 'PK\003\004' > "$out/legacy/zip-head"
+head -c 100 "$work/small.sqlite" > "$out/legacy/header-only.sqlite"
+
+corpus=../shared/corpus
+if [ -d "$corpus" ]; then
+    # Real zips and bombs under 40 KiB, and small real stores.
+    find "$corpus/zip-real" "$corpus/zip-bombs" -type f -size -40k | sort | head -24 | while read -r file; do
+        cp "$file" "$out/bundle/corpus-$(basename "$file")"
+    done
+    find "$corpus/coredata" "$corpus/packages" -type f -size -48k | sort | head -12 | while read -r file; do
+        cp "$file" "$out/legacy/corpus-$(echo "${file#$corpus/}" | tr '/' '_')"
+    done
+else
+    echo "make-seeds: $corpus is absent; seeds made from generated files only"
+fi
+du -sh "$out" | sed 's/^/make-seeds: /'

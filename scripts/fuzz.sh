@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets in Fuzz/ (AddressSanitizer on) and runs one, or all, over its seed corpus.
+#
+#   scripts/fuzz.sh TARGET SECONDS     TARGET: bundle, metadata, inflate, legacy, or all (each in turn)
+#   scripts/fuzz.sh TARGET 0           only replays the seed corpus (what CI does first)
+#
+# New inputs go to .build-fuzz/corpus/TARGET (kept between runs, never committed); a crash, leak, timeout or
+# out-of-memory input goes to .build-fuzz/artifacts/TARGET and the script exits non-zero. The last line per target
+# is `fuzz TARGET: N runs in S s, C coverage points, F findings`. Fuzz/make-seeds.sh remakes the committed seeds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target=${1:?usage: scripts/fuzz.sh bundle|metadata|inflate|legacy|all SECONDS}
+seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS}
+targets=(bundle metadata inflate legacy)
+[ "$target" = all ] || targets=("$target")
+for name in "${targets[@]}"; do
+    [ -d "Fuzz/Corpus/$name" ] || { echo "fuzz: no target '$name' (bundle, metadata, inflate, legacy, all)" >&2; exit 64; }
+done
+
+work=$PWD/.build-fuzz
+mkdir -p "$work"
+# > ld.gold fails on these links (an internal error while it reports one); lld links them.
+toolset=$work/toolset.json
+printf '{ "schemaVersion": "1.0", "linker": { "path": "%s" } }\n' "$(dirname "$(command -v swiftc)")/ld.lld" > "$toolset"
+echo "fuzz: building ${targets[*]} with -sanitize=fuzzer,address (the first build takes a few minutes)"
+for name in "${targets[@]}"; do
+    swift build --package-path Fuzz --scratch-path "$work/build" -c release -Xswiftc -sanitize=fuzzer,address \
+        -Xswiftc -enable-testing --toolset "$toolset" --product "fuzz-$name" 2>&1 | grep -E "error|warning: unre|Compiling fuzz|Build of" || true
+    [ -x "$work/build/release/fuzz-$name" ] || { echo "fuzz: fuzz-$name did not build" >&2; exit 1; }
+done
+
+status=0
+for name in "${targets[@]}"; do
+    mkdir -p "$work/corpus/$name" "$work/artifacts/$name"
+    log=$work/$name.log
+    args=(-rss_limit_mb=2048 -timeout=20 -print_final_stats=1 "-artifact_prefix=$work/artifacts/$name/")
+    if [ "$seconds" = 0 ]; then args+=(-runs=0); else args+=("-max_total_time=$seconds"); fi
+    started=$SECONDS
+    set +e
+    SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/Fuzz/lsan.supp "$work/build/release/fuzz-$name" "${args[@]}" \
+        "$work/corpus/$name" "Fuzz/Corpus/$name" > "$log" 2>&1
+    code=$?
+    set -e
+    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+    took=$((SECONDS - started))
+    coverage=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
+    findings=$(find "$work/artifacts/$name" -type f | wc -l)
+    echo "fuzz $name: $runs runs in ${took} s, $coverage coverage points, $findings findings"
+    if [ "$code" -ne 0 ] || [ "$findings" -ne 0 ]; then
+        status=1
+        grep -E "ERROR|Fatal error|SUMMARY|Test unit written" "$log" | head -5 >&2
+        echo "fuzz $name: see $log and $work/artifacts/$name" >&2
+    fi
+done
+exit $status

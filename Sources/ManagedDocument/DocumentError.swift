@@ -173,10 +173,16 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible, Localized
 }
 
 extension DocumentError {
+    /// An I/O failure; a full disk (or quota) says so in words: "no space left on the device while …".
     static func io(
         _ what: String, path: FilePath?, entry: String? = nil, errno: Errno? = nil
     ) -> DocumentError {
-        DocumentError(.ioFailure, path: path, entry: entry, reason: what, underlyingError: errno)
+        if let errno, errno == .noSpace || errno == .diskQuotaExceeded {
+            return DocumentError(.ioFailure, path: path, entry: entry,
+                                 reason: "no space left on the device (\(errno == .noSpace ? "the disk is full" : "the quota is used up")) while trying: \(what); free some space and run it again",
+                                 underlyingError: errno)
+        }
+        return DocumentError(.ioFailure, path: path, entry: entry, reason: what, underlyingError: errno)
     }
 
     static func corrupt(_ reason: String, path: FilePath?, entry: String? = nil) -> DocumentError {

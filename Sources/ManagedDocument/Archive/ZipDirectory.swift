@@ -183,12 +183,14 @@ struct ZipEndRecord {
             directoryOffset: UInt64(tail.readLE32(at: eocd + 16)),
             endRecordsOffset: tailStart + UInt64(eocd))
         // A zip64 locator sits right before the end record.
-        let locatorOffset = tailStart + UInt64(eocd) - 20
+        // > (An end record in the first 20 bytes has no room for a locator: computed only when there is.)
         if tailStart + UInt64(eocd) >= 20 {
+            let locatorOffset = tailStart + UInt64(eocd) - 20
             let locator = try read(locatorOffset, 20)
             if locator.count == 20, locator.readLE32(at: 0) == zip64LocatorSignature {
                 let zip64Offset = locator.readLE64(at: 8)
-                guard zip64Offset + 56 <= locatorOffset else {
+                let (zip64End, overflow) = zip64Offset.addingReportingOverflow(56)
+                guard !overflow, zip64End <= locatorOffset else {
                     throw ZipStructureFailure(kind: .corrupt, message: "zip64 end record outside the file")
                 }
                 let zip64 = try read(zip64Offset, 56)

@@ -156,11 +156,20 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible, Localized
     public var description: String {
         var parts: [String] = []
         if let path { parts.append(path.string) }
-        if let entry { parts.append(entry) }
+        if let entry { parts.append(Self.printable(entry)) }
         parts.append(reason)
         var line = parts.joined(separator: ": ")
         if let underlyingError { line += " (\(underlyingError))" }
         return line
+    }
+
+    /// An entry name as a terminal can show it: control characters (a NUL, an escape sequence, a line break) written
+    /// as `\u{…}`, so a hostile name neither hides its end nor moves the cursor.
+    static func printable(_ name: String) -> String {
+        guard name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return name }
+        return name.unicodeScalars.map { scalar in
+            scalar.value < 0x20 || scalar.value == 0x7F ? "\\u{\(String(scalar.value, radix: 16))}" : String(scalar)
+        }.joined()
     }
 
     /// The same line as ``description``, so that `error.localizedDescription` in an app says what happened.

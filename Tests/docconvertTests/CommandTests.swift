@@ -110,6 +110,19 @@ struct CommandTests {
         #expect(intoFile.status == 73)
         #expect(intoFile.stderr.contains("is a file, not a folder"), "\(intoFile.stderr)")
 
+        let store = directory.appending("Legacy.sqlite")
+        let made = Process()
+        made.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        made.arguments = ["sqlite3", store.string, "CREATE TABLE t(x); INSERT INTO t VALUES (1);"]
+        try made.run()
+        made.waitUntilExit()
+        let occupied = directory.appending("Occupied.mdz")
+        #expect(FileManager.default.createFile(atPath: occupied.string, contents: Data("not a bundle".utf8)))
+        let conflict = try execute(["convert", store.string, "--output", occupied.string, "--legacy", "keep"])
+        #expect(conflict.status == 73)
+        #expect(conflict.stderr.components(separatedBy: "not a zip archive").count == 2,
+                "the reason is said once: \(conflict.stderr)")
+
         let empty = directory.appending("empty")
         try FileManager.default.createDirectory(atPath: empty.string, withIntermediateDirectories: true)
         let link = directory.appending("link")

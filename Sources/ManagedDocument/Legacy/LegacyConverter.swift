@@ -376,9 +376,10 @@ public struct LegacyConverter: Sendable {
         do {
             reader = try BundleReader(at: target)
         } catch let error as DocumentError {
+            // > The reader's reason is said once, in the reason; its error stays reachable without being printed again.
             throw DocumentError(.alreadyExists, path: target,
                                 reason: "already exists and is not a valid bundle (\(error.reason)); move it away and convert again",
-                                underlyingError: error)
+                                underlyingError: error.underlyingError)
         }
         guard let provenance = reader.metadata.provenance,
               provenance.fileName == legacy.source.lastComponent?.string

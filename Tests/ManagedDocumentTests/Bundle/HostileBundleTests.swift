@@ -172,6 +172,11 @@ struct HostileBundleTests {
         try await withTemporaryDirectory { directory in
             let bundle = try Self.bundle(renamingReadmeTo: Array(name.utf8), in: directory)
             try expectRefusal(bundle, in: directory, code: .invalidEntryName, entry: name)
+            // The printed line shows the whole name, its control characters escaped (not cut at a NUL).
+            let error = #expect(throws: DocumentError.self) { _ = try BundleReader(at: bundle) }
+            let line = error?.description ?? ""
+            #expect(!line.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }, "\(line.debugDescription)")
+            #expect(line.contains("AdditionalContent/") && line.contains("\\u{"), "\(line)")
         }
     }
 

@@ -33,9 +33,11 @@ enum CoreDataMetadata {
         let select = ["Z_VERSION", "Z_UUID", "Z_PLIST"].map { columns.contains($0) ? $0 : "NULL" }
         guard let row = try Row.fetchOne(db, sql: "SELECT \(select.joined(separator: ", ")) FROM Z_METADATA LIMIT 1")
         else { return info }
-        info.metadataVersion = row[0]
-        info.storeUUID = row[1]
-        guard let data: Data = row[2], Self.looksLikePropertyList(data),
+        // > Untrusted columns: a value of another type than Core Data writes is recorded as absent, never trusted to
+        // > convert (GRDB's typed subscript traps on a value it cannot decode; found by fuzzing).
+        info.metadataVersion = Int.fromDatabaseValue(row[0] as DatabaseValue)
+        info.storeUUID = String.fromDatabaseValue(row[1] as DatabaseValue)
+        guard let data = Data.fromDatabaseValue(row[2] as DatabaseValue), Self.looksLikePropertyList(data),
               let plist = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any]
         else { return info }  // an unreadable plist is recorded as absent: the table itself is kept in the store
         info.storeType = plist["NSStoreType"] as? String

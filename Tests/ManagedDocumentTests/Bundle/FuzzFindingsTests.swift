@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import SystemPackage
 import Testing
 @testable import ManagedDocument
@@ -40,5 +41,32 @@ struct FuzzFindingsTests {
         bytes += [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x00, 0x00]  // sizes deferred to zip64, no comment
         let error = try await refusal(bytes)
         #expect(error?.code == .corruptArchive, "\(String(describing: error))")
+    }
+
+    @Test("a Core Data store whose Z_METADATA holds values of other types converts, the odd values recorded as absent")
+    func coreDataMetadataOfOtherTypes() async throws {
+        // fuzz legacy, crash-bf17d9ab: Z_UUID held a blob that is not UTF-8, and GRDB's typed subscript trapped.
+        try await withTemporaryDirectory { directory in
+            let store = directory.appending("Odd.sqlite")
+            let queue = try DatabaseQueue(path: store.string)
+            try await queue.write { db in
+                try db.execute(sql: """
+                    CREATE TABLE Z_PRIMARYKEY (Z_ENT INTEGER PRIMARY KEY, Z_NAME VARCHAR, Z_SUPER INTEGER, Z_MAX INTEGER);
+                    CREATE TABLE Z_METADATA (Z_VERSION INTEGER PRIMARY KEY, Z_UUID VARCHAR(255), Z_PLIST BLOB);
+                    CREATE TABLE ZNOTE (Z_PK INTEGER PRIMARY KEY, ZTEXT VARCHAR);
+                    INSERT INTO ZNOTE VALUES (1, 'kept');
+                    """)
+                try db.execute(sql: "INSERT INTO Z_METADATA VALUES (89666017, ?, 'text, not a plist')",
+                               arguments: [Data([0xFF, 0xFE, 0x00, 0xC3, 0x28] + [UInt8](repeating: 0xA0, count: 19))])
+            }
+            try queue.close()
+            var options = ConversionOptions()
+            options.legacyPolicy = .keep
+            let report = try LegacyConverter(options: options).convert(storeAt: store)
+            let metadata = try BundleReader(at: FilePath(report.bundle)).metadata
+            #expect(metadata.provenance?.coreData?.storeUUID == nil)
+            #expect(metadata.provenance?.coreData?.metadataVersion == 89666017)
+            #expect(try Fixtures.bundleDigests(FilePath(report.bundle))["ZNOTE"]?.hasPrefix("1:") == true)
+        }
     }
 }

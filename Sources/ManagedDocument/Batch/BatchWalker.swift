@@ -78,9 +78,7 @@ struct BatchWalker {
             }
             // The component is taken as bytes, so a name that is not valid UTF-8 still names its file; only the
             // report's relative path shows it repaired.
-            let component = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                raw.withMemoryRebound(to: CChar.self) { FilePath.Component(platformString: $0.baseAddress!) }
-            }
+            let component = FilePath.Component(platformString: FileSystem.entryName(entry))
             guard let component else { continue }  // "." and ".."
             let name = component.string
             if name == "." || name == ".." { continue }

@@ -117,6 +117,12 @@ enum FileSystem {
         }
     }
 
+    /// The name in a `readdir(3)` record, read in place. (`entry.pointee.d_name` copies the whole 256-byte array, and
+    /// a record is only as long as its name: AddressSanitizer reports the read past its end.)
+    static func entryName(_ entry: UnsafeMutablePointer<dirent>) -> UnsafePointer<CChar> {
+        (UnsafeRawPointer(entry) + MemoryLayout<dirent>.offset(of: \dirent.d_name)!).assumingMemoryBound(to: CChar.self)
+    }
+
     /// The names in a folder, sorted, without `.` and `..`.
     static func contentsOfDirectory(_ path: FilePath) throws -> [String] {
         guard let directory = path.withPlatformString({ opendir($0) }) else {
@@ -125,9 +131,7 @@ enum FileSystem {
         defer { closedir(directory) }
         var names: [String] = []
         while let entry = readdir(directory) {
-            let name = withUnsafePointer(to: entry.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
-            }
+            let name = String(cString: entryName(entry))
             if name != "." && name != ".." { names.append(name) }
         }
         return names.sorted()

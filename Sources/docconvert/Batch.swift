@@ -126,15 +126,12 @@ struct Batch: ParsableCommand {
         }
 
         let absoluteRoot = FilePath(FileManager.default.currentDirectoryPath).pushing(rootPath).lexicallyNormalized()
-        let header = BatchReportHeader(
-            root: absoluteRoot.string, shard: options.shard, dryRun: dryRun, startedAt: Date(),
-            legacy: legacy.rawValue, compression: compression.compression.rawValue, jobs: jobs,
-            generator: "docconvert \(ManagedDocumentVersion.string)")
-        let reportFile = try ReportFileError.reporting { try report.map { try ReportFile(path: FilePath($0)) } }
-        var streams: [JSONReportStream] = []
-        if outputOptions.json { streams.append(JSONReportStream(handle: .standardOutput)) }
-        if let reportFile { streams.append(JSONReportStream(handle: reportFile.handle)) }
-        for stream in streams { stream.begin(header) }
+        let run = BatchReport(root: absoluteRoot.string, shard: options.shard, dryRun: dryRun, legacy: legacy.rawValue,
+                              compression: compression.compression.rawValue, jobs: jobs,
+                              generator: "docconvert \(ManagedDocumentVersion.string)")
+        let reportFile = try reportingReportErrors { try report.map { try BatchReportFile(path: FilePath($0), run: run) } }
+        let stream = outputOptions.json ? BatchReportStream { FileHandle.standardOutput.write($0) } : nil
+        stream?.begin(run)
 
         let batch = BatchConverter(root: rootPath, options: options)
         let console = BatchConsole(batch: batch, quiet: quiet, interval: progressInterval,
@@ -148,134 +145,37 @@ struct Batch: ParsableCommand {
             batch.cancel()
         }
         if options.shard.count > 1 { console.message("shard \(options.shard) (from \(options.shard.origin))") }
+        let environment = ProcessInfo.processInfo.environment
+        if shard == nil, shardCount == nil, environment["DOCCONVERT_SHARD_COUNT"] == nil,
+           options.shard.origin == "SLURM_ARRAY_TASK_ID", options.shard.count == 1 {
+            console.message("this Slurm array has one task, so it takes the whole tree; to rerun one task of a larger array, pass --shard-count (or DOCCONVERT_SHARD_COUNT) with the original array's size")
+        }
         console.start()
-        let sink = LockedStreams(streams: streams, console: console)
-        let summary = try reportingErrors { try batch.run { item in sink.item(item) } }
+        let summary = try reportingErrors {
+            try batch.run { item in
+                // One call at a time (BatchConverter.run's contract): the stream, the file and the console in order.
+                stream?.item(item)
+                reportFile?.add(item)
+                console.item(item)
+            }
+        }
         console.stop()
-        for stream in streams { stream.end(summary) }
-        if let reportFile { try ReportFileError.reporting { try reportFile.commit() } }
+        stream?.end(summary)
+        if let reportFile { _ = try reportingReportErrors { try reportFile.commit(summary: summary) } }
         if !outputOptions.json { console.printSummary(summary, dryRun: dryRun) }
         if summary.interrupted { throw ExitCode(128 + (signals.received ?? SIGINT)) }
         if summary.count(.failed) > 0 { throw ExitCode(65) }
         if summary.count(.busy) > 0 { throw ExitCode(75) }
     }
-}
-
-// MARK: - Report
-
-/// The report's fields before `items` (docs/CLI.md, "batch").
-struct BatchReportHeader: Encodable {
-    var root: String
-    var shard: BatchShard
-    var dryRun: Bool
-    var startedAt: Date
-    var legacy: String
-    var compression: String
-    var jobs: Int
-    var generator: String
-}
-
-/// Writes the report as one JSON document while the run goes: the header's fields, then `items` one per line as
-/// they finish, then `summary` and `finishedAt`.
-final class JSONReportStream {
-    private let handle: FileHandle
-    private var count = 0
-    private let encoder: JSONEncoder
-
-    init(handle: FileHandle) {
-        self.handle = handle
-        encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .iso8601
-    }
-
-    func begin(_ header: BatchReportHeader) {
-        guard var data = try? encoder.encode(header), data.last == UInt8(ascii: "}") else { return }
-        data.removeLast()
-        handle.write(data + Data(",\"items\":[".utf8))
-    }
-
-    func item(_ item: BatchItem) {
-        guard let data = try? encoder.encode(item) else { return }
-        handle.write(Data((count == 0 ? "\n" : ",\n").utf8) + data)
-        count += 1
-    }
-
-    func end(_ summary: BatchSummary) {
-        let summaryData = (try? encoder.encode(summary)) ?? Data("{}".utf8)
-        let finished = (try? encoder.encode(Date())) ?? Data("null".utf8)
-        handle.write(Data("\n],\"summary\":".utf8) + summaryData + Data(",\"finishedAt\":".utf8) + finished + Data("}\n".utf8))
-    }
-}
-
-/// `--report FILE`: written to `.FILE.<pid>.report` beside it, flushed and renamed into place by `commit()`. Not
-/// named `….partial`: a report inside the tree being walked would be taken for a conversion's dead temporary.
-final class ReportFile {
-    let path: FilePath
-    let temporary: FilePath
-    let handle: FileHandle
-
-    init(path: FilePath) throws {
-        self.path = path
-        let parent = path.removingLastComponent()
-        let folder: FilePath = parent.isEmpty ? "." : parent
-        temporary = folder.appending(".\(path.lastComponent?.string ?? "report").\(getpid()).report")
-        guard FileManager.default.createFile(atPath: temporary.string, contents: nil),
-              let handle = FileHandle(forWritingAtPath: temporary.string) else {
-            throw ReportFileError(message: "\(path): cannot write the report there; choose another --report")
-        }
-        self.handle = handle
-    }
-
-    func commit() throws {
-        do {
-            try handle.synchronize()
-            try handle.close()
-            if rename(temporary.string, path.string) != 0 { throw Errno(rawValue: errno) }
-        } catch {
-            try? FileManager.default.removeItem(atPath: temporary.string)  // Cleanup after a first error.
-            throw ReportFileError(message: "\(path): cannot write the report there (\(error))")
-        }
-    }
-
-    deinit {
-        // Not committed (an error stopped the run): no half report under a temporary name.
-        if FileManager.default.fileExists(atPath: temporary.string) {
-            try? FileManager.default.removeItem(atPath: temporary.string)  // Cleanup; nothing to report.
-        }
-    }
-}
-
-struct ReportFileError: Error {
-    var message: String
 
     /// Runs `body`, printing a report error as one `error: …` line with exit status 73.
-    static func reporting<T>(_ body: () throws -> T) throws -> T {
+    private func reportingReportErrors<T>(_ body: () throws -> T) throws -> T {
         do {
             return try body()
-        } catch let error as ReportFileError {
-            FileHandle.standardError.write(Data("error: \(error.message)\n".utf8))
+        } catch let error as DocumentError {
+            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
             throw ExitCode(73)
         }
-    }
-}
-
-/// Serialises the per-item output: report streams and the console.
-final class LockedStreams: @unchecked Sendable {  // guarded by `lock`
-    private let lock = NSLock()
-    private let streams: [JSONReportStream]
-    private let console: BatchConsole
-
-    init(streams: [JSONReportStream], console: BatchConsole) {
-        self.streams = streams
-        self.console = console
-    }
-
-    func item(_ item: BatchItem) {
-        lock.lock()
-        defer { lock.unlock() }
-        for stream in streams { stream.item(item) }
-        console.item(item)
     }
 }
 

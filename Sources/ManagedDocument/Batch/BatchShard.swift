@@ -51,9 +51,14 @@ public struct BatchShard: Sendable, Equatable, Codable, CustomStringConvertible 
     ///
     /// - A Kubernetes Indexed Job sets `JOB_COMPLETION_INDEX`; the number of shards (the Job's `completions`) comes
     ///   from `count`, or from `DOCCONVERT_SHARD_COUNT` when `count` is `nil`.
-    /// - A Slurm job array sets `SLURM_ARRAY_TASK_ID` and `SLURM_ARRAY_TASK_COUNT`; arrays that start above 0 or
-    ///   step (`--array=1-8`, `--array=0-30:10`) are mapped onto `0..<count` with `SLURM_ARRAY_TASK_MIN` and
-    ///   `SLURM_ARRAY_TASK_STEP`.
+    /// - A Slurm job array sets `SLURM_ARRAY_TASK_ID`. With a fixed number of shards N (`count`, or
+    ///   `DOCCONVERT_SHARD_COUNT`), the shard is the task ID modulo N, whatever was submitted this time: the
+    ///   original array (`--array=0-15` or `1-16` with N = 16) and a resubmission of some of its IDs alone
+    ///   (`--array=9`) give each ID the same shard. An array whose IDs span more than N values would put two
+    ///   tasks on one shard and is refused. Without a fixed N, the array's own `SLURM_ARRAY_TASK_COUNT` is N: a
+    ///   contiguous array maps its IDs the same way (ID modulo N), a stepped one (`--array=0-30:10`) by its place
+    ///   in the array (`SLURM_ARRAY_TASK_MIN`, `SLURM_ARRAY_TASK_STEP`); a resubmitted single ID is then an array
+    ///   of one task, which takes the whole tree (safe, but not its share: fix N).
     ///
     /// - Throws: ``BatchShard/Problem`` when a variable is set but the shard it describes is incomplete or invalid.
     public static func fromEnvironment(_ environment: [String: String], count: Int? = nil) throws -> BatchShard? {
@@ -68,18 +73,27 @@ public struct BatchShard: Sendable, Equatable, Codable, CustomStringConvertible 
             }
             return try BatchShard(index: index, count: count, origin: "JOB_COMPLETION_INDEX")
         }
-        if let id = try number("SLURM_ARRAY_TASK_ID") {
-            guard let total = try count ?? number("SLURM_ARRAY_TASK_COUNT") else {
-                throw Problem("SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not; pass --shard-count")
+        guard let id = try number("SLURM_ARRAY_TASK_ID") else { return nil }
+        guard id >= 0 else { throw Problem("SLURM_ARRAY_TASK_ID=\(id) is negative") }
+        let minimum = try number("SLURM_ARRAY_TASK_MIN")
+        let maximum = try number("SLURM_ARRAY_TASK_MAX")
+        if let fixed = try count ?? number("DOCCONVERT_SHARD_COUNT") {
+            guard fixed >= 1 else { throw Problem("the number of shards must be at least 1 (got \(fixed))") }
+            if let minimum, let maximum, maximum - minimum >= fixed {
+                throw Problem("this array's task IDs run from \(minimum) to \(maximum), more than the \(fixed) shards: two tasks would share a shard; submit \(fixed) consecutive IDs (e.g. --array=0-\(fixed - 1)) and resubmit single IDs from that range")
             }
-            let minimum = try number("SLURM_ARRAY_TASK_MIN") ?? 0
-            let step = max(1, try number("SLURM_ARRAY_TASK_STEP") ?? 1)
-            guard id >= minimum, (id - minimum) % step == 0 else {
-                throw Problem("SLURM_ARRAY_TASK_ID=\(id) does not fit the array (min \(minimum), step \(step))")
-            }
-            return try BatchShard(index: (id - minimum) / step, count: total, origin: "SLURM_ARRAY_TASK_ID")
+            return try BatchShard(index: id % fixed, count: fixed, origin: "SLURM_ARRAY_TASK_ID")
         }
-        return nil
+        guard let total = try number("SLURM_ARRAY_TASK_COUNT") else {
+            throw Problem("SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not; pass --shard-count with the array's size")
+        }
+        let step = max(1, try number("SLURM_ARRAY_TASK_STEP") ?? 1)
+        let first = minimum ?? 0
+        guard id >= first, (id - first) % step == 0, (id - first) / step < total else {
+            throw Problem("SLURM_ARRAY_TASK_ID=\(id) does not fit the array (min \(first), step \(step), \(total) tasks)")
+        }
+        let index = step == 1 ? id % max(1, total) : (id - first) / step
+        return try BatchShard(index: index, count: total, origin: "SLURM_ARRAY_TASK_ID")
     }
 
     /// Whether this shard owns the item at `relativePath` (relative to the batch root, `/`-separated).

@@ -32,7 +32,8 @@ enum BatchCandidate: Sendable {
 /// sidecars whose store exists (`NAME-wal`, `NAME-shm`, `NAME-journal`), Core Data support folders
 /// (`.STEM_SUPPORT`), the converter's own temporaries (`.NAME.*.partial`, `.NAME.*.partial.d`: removed when stale and
 /// ``removesStaleTemporaries`` is set), document locks
-/// (`.NAME.mdz.lock`), backup folders (`docconvert-backup`, and the configured one), the inside of packages, and
+/// (`.NAME.mdz.lock`), batch reports (files that start with ``BatchReport/signature``), backup folders
+/// (`docconvert-backup`, and the configured one), the inside of packages, and
 /// bundles whose source is still beside them or that were written after `startedAt` (this run, or a worker running
 /// beside it, reports those with their source).
 struct BatchWalker {
@@ -163,6 +164,9 @@ struct BatchWalker {
             if store != nil || belongsToConvertedStore(path) { return nil }
             return .notAStore(path, relativePath: relative, kind: "file", reason: "a SQLite sidecar file whose store is missing")
         case .notAStore(let reason):
+            // > A batch report (this run's, another worker's, a merged one) is the tool's own file, wherever it was
+            // > written: never an item.
+            if kind == .regular, BatchReport.isReport(at: path) { return nil }
             return .notAStore(path, relativePath: relative, kind: Self.kindName(kind), reason: reason)
         case .bundle:
             return classifyBundle(path, relative: relative)

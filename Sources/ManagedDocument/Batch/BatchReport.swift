@@ -1,0 +1,342 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import Synchronization
+import SystemPackage
+
+/// The JSON report of a batch run (docs/CLI.md, "batch"): what `docconvert batch --report FILE` writes and what
+/// ``BatchReportFile`` writes for an app that runs ``BatchConverter`` itself.
+///
+/// A report file is one shard's history: a rerun of the same shard (a resubmitted array task, a retried pod, a
+/// second run beside the first) merges its items into the report already there instead of replacing it, so an
+/// item converted by the first attempt stays `converted` when the rerun finds it done, and ``attempts`` lists
+/// every run. Every report starts with the bytes `{"docconvertBatchReport":` (``signature``), which is how a walk
+/// knows a report it meets in the tree is the tool's own file and never an item.
+public struct BatchReport: Codable, Sendable, Equatable {
+    /// The first bytes of every report: the key that names the format, first.
+    public static let signature = "{\"\(formatKey)\":"
+    static let formatKey = "docconvertBatchReport"
+    /// The version written in the ``signature`` key: 2 added ``attempts`` and merging across reruns.
+    public static let formatVersion = 2
+
+    /// The root, absolute, as the latest attempt saw it (a shared volume may be mounted elsewhere on other workers;
+    /// item paths are relative to it).
+    public var root: String
+    public var shard: BatchShard
+    public var dryRun: Bool
+    /// The legacy-files policy and the compression of the latest attempt.
+    public var legacy: String
+    public var compression: String
+    /// `--jobs` of the latest attempt.
+    public var jobs: Int
+    /// `docconvert <version>` of the latest attempt.
+    public var generator: String
+    /// When the first attempt started, and the latest finished.
+    public var startedAt: Date
+    public var finishedAt: Date?
+    /// One entry per item, sorted by source. For an item several attempts saw, the `converted` entry when one
+    /// converted it, else the latest attempt's.
+    public var items: [BatchItem]
+    /// Totals over ``items``; `duration` is the sum of the attempts' durations and `interrupted` is the latest
+    /// attempt's.
+    public var summary: BatchSummary
+    /// Every run that wrote this report, oldest first (absent from the `--json` stream, which is one run).
+    public var attempts: [Attempt]?
+
+    /// One run of the shard.
+    public struct Attempt: Codable, Sendable, Equatable {
+        public var startedAt: Date
+        public var finishedAt: Date
+        /// The machine and process that ran it, and the scheduler's job when there was one (`slurm 1234_5`,
+        /// `kubernetes index 3`).
+        public var host: String
+        public var processID: Int32
+        public var job: String?
+        public var jobs: Int
+        public var generator: String
+        /// That run's own items, counted (an item it found done counts as `skipped-already-done` here).
+        public var summary: BatchSummary
+
+        public init(startedAt: Date, finishedAt: Date, host: String, processID: Int32, job: String?, jobs: Int,
+                    generator: String, summary: BatchSummary) {
+            self.startedAt = startedAt
+            self.finishedAt = finishedAt
+            self.host = host
+            self.processID = processID
+            self.job = job
+            self.jobs = jobs
+            self.generator = generator
+            self.summary = summary
+        }
+    }
+
+    /// A report of one run that has not started its items yet.
+    public init(root: String, shard: BatchShard, dryRun: Bool, legacy: String, compression: String, jobs: Int,
+                generator: String, startedAt: Date = Date()) {
+        self.root = root
+        self.shard = shard
+        self.dryRun = dryRun
+        self.legacy = legacy
+        self.compression = compression
+        self.jobs = jobs
+        self.generator = generator
+        self.startedAt = startedAt
+        items = []
+        summary = BatchSummary()
+    }
+
+    /// Why `previous` cannot take this run's items (another shard, another shard count, a dry run beside a real
+    /// one), in words; `nil` when it can.
+    public func conflict(with previous: BatchReport) -> String? {
+        if previous.shard.count != shard.count || previous.shard.index != shard.index {
+            return "it holds the report of shard \(previous.shard) and this run is shard \(shard)"
+        }
+        if previous.dryRun != dryRun {
+            return previous.dryRun ? "it holds a dry run's plan" : "it holds the report of a real run and this is a dry run"
+        }
+        return nil
+    }
+
+    /// This run's report merged into `previous`, the report of earlier runs of the same shard: items by source
+    /// (a `converted` entry is never replaced by a later attempt's `skipped-already-done`), attempts appended,
+    /// the summary recounted.
+    public func merged(into previous: BatchReport?) -> BatchReport {
+        let attempt = Attempt(startedAt: startedAt, finishedAt: finishedAt ?? Date(), host: Self.hostName,
+                              processID: getpid(), job: Self.schedulerJob(ProcessInfo.processInfo.environment),
+                              jobs: jobs, generator: generator, summary: summary)
+        var result = self
+        var bySource: [String: BatchItem] = [:]
+        var earlier: [Attempt] = []
+        if let previous {
+            result.startedAt = min(previous.startedAt, startedAt)
+            for item in previous.items { bySource[item.source] = item }
+            earlier = previous.attempts ?? [Attempt(
+                startedAt: previous.startedAt, finishedAt: previous.finishedAt ?? previous.startedAt, host: "",
+                processID: 0, job: nil, jobs: previous.jobs, generator: previous.generator, summary: previous.summary)]
+        }
+        for item in items {
+            if let old = bySource[item.source], old.outcome == .converted, item.outcome != .converted { continue }
+            bySource[item.source] = item
+        }
+        result.items = bySource.keys.sorted().map { bySource[$0]! }
+        result.attempts = earlier + [attempt]
+        var totals = BatchSummary()
+        for item in result.items { totals.add(item) }
+        totals.duration = result.attempts!.reduce(0) { $0 + $1.summary.duration }
+        totals.interrupted = summary.interrupted
+        result.summary = totals
+        return result
+    }
+
+    /// The report's bytes: ``signature`` first, then the fields with sorted keys, one item per line.
+    public func encoded() throws -> Data {
+        let encoder = Self.encoder
+        var data = Data(Self.signature.utf8) + Data("\(Self.formatVersion),".utf8)
+        var header = self
+        header.items = []
+        let headerData = try encoder.encode(header)
+        guard headerData.first == UInt8(ascii: "{"), let itemsKey = headerData.range(of: Data("\"items\":[]".utf8))
+        else { throw DocumentError(.ioFailure, path: FilePath(root), reason: "the report could not be encoded") }
+        data += headerData[headerData.index(after: headerData.startIndex)..<itemsKey.lowerBound]
+        data += Data("\"items\":[".utf8)
+        for (number, item) in items.enumerated() {
+            data += Data((number == 0 ? "\n" : ",\n").utf8) + (try encoder.encode(item))
+        }
+        data += Data((items.isEmpty ? "]" : "\n]").utf8)
+        data += headerData[itemsKey.upperBound...]
+        data += Data("\n".utf8)
+        return data
+    }
+
+    /// Reads a report written by any version of `docconvert batch`.
+    ///
+    /// - Throws: ``DocumentError/Code/notFound`` when there is no file, ``DocumentError/Code/invalidMetadata``
+    ///   when the file is not a batch report.
+    public static func read(from path: FilePath) throws -> BatchReport {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path.string))
+        } catch {
+            if !((try? FileSystem.exists(path)) ?? true) {
+                throw DocumentError(.notFound, path: path, reason: "no such report")
+            }
+            throw DocumentError(.ioFailure, path: path, reason: "the report cannot be read (\(error.localizedDescription))")
+        }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        do {
+            return try decoder.decode(BatchReport.self, from: data)
+        } catch {
+            throw DocumentError(.invalidMetadata, path: path, reason: "is not a docconvert batch report (\(error))")
+        }
+    }
+
+    /// Whether the file at `path` is a batch report (it starts with ``signature``): a walk skips those.
+    public static func isReport(at path: FilePath) -> Bool {
+        guard let descriptor = try? FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec]) else {
+            return false
+        }
+        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+        let expected = Array(signature.utf8)
+        guard let bytes = try? FileSystem.read(descriptor, at: 0, count: expected.count, path: path) else { return false }
+        return bytes == expected
+    }
+
+    static var encoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        return encoder
+    }
+
+    static var hostName: String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "" }
+        return String(cString: buffer)
+    }
+
+    /// The scheduler's name for this run, from its environment.
+    static func schedulerJob(_ environment: [String: String]) -> String? {
+        if let array = environment["SLURM_ARRAY_JOB_ID"], let task = environment["SLURM_ARRAY_TASK_ID"] {
+            return "slurm \(array)_\(task)"
+        }
+        if let job = environment["SLURM_JOB_ID"] { return "slurm \(job)" }
+        if let index = environment["JOB_COMPLETION_INDEX"] { return "kubernetes index \(index)" }
+        return nil
+    }
+}
+
+/// A batch report on disk, the way `docconvert batch --report FILE` keeps it: items gathered while the run goes,
+/// then, under a lock on the report's folder, merged into the report an earlier run of the same shard left there and
+/// written aside, flushed and renamed into place (with the folder flushed after).
+///
+/// Two runs of the same shard that end at the same time both land: each merges under the folder's lock. A file
+/// at the path that is not a report, or is another shard's or a dry run's, is refused before the run starts
+/// (``init(path:run:)``), so no report is ever overwritten by an unrelated one. Memory: the items of this run
+/// (about half a kilobyte each).
+///
+/// ```swift
+/// let run = BatchReport(root: "/srv/home", shard: .all, dryRun: false, legacy: "backup",
+///                       compression: "deflate", jobs: 4, generator: "my-app 1.0")
+/// let file = try BatchReportFile(path: "/srv/reports/home.json", run: run)
+/// let summary = try BatchConverter(root: "/srv/home").run { item in file.add(item) }
+/// let merged = try file.commit(summary: summary)
+/// ```
+public final class BatchReportFile: Sendable {
+    public let path: FilePath
+    private let state: Mutex<BatchReport>
+
+    /// Prepares to write `run`'s report at `path`.
+    ///
+    /// - Throws: ``DocumentError/Code/cannotCreate`` when the folder is missing, or the file there is not a report or
+    ///   is the report of another shard or of a dry run (the error says which).
+    public init(path: FilePath, run: BatchReport) throws {
+        self.path = path
+        state = Mutex(run)
+        try AtomicFile.checkFolder(of: path)
+        _ = try previousReport(for: run)
+    }
+
+    /// Adds an item as it finishes; safe from any thread.
+    public func add(_ item: BatchItem) {
+        state.withLock { $0.items.append(item) }
+    }
+
+    /// Writes the report: this run's items and `summary` merged into the report already at the path.
+    ///
+    /// - Returns: the report as written.
+    /// - Throws: ``DocumentError`` when it cannot be written; the file already there is then unchanged.
+    @discardableResult
+    public func commit(summary: BatchSummary, finishedAt: Date = Date()) throws -> BatchReport {
+        var run = state.withLock { $0 }
+        run.summary = summary
+        run.finishedAt = finishedAt
+        let parent = path.removingLastComponent()
+        let folder = try FileSystem.openForReading(parent.isEmpty ? "." : parent)
+        defer { try? folder.close() }  // Squash close error of a read-only descriptor (also drops the lock).
+        _ = FileSystem.lockExclusively(folder, wait: true)
+        let report = run.merged(into: try previousReport(for: run))
+        let data = try report.encoded()
+        let file = try AtomicFile(target: path, replacing: true)
+        do {
+            try data.withUnsafeBytes { try FileSystem.writeAll(file.descriptor, $0, path: file.temporaryPath) }
+            try file.commit()
+        } catch {
+            file.discard()
+            throw error
+        }
+        return report
+    }
+
+    /// The report an earlier run left at the path, `nil` when there is none.
+    private func previousReport(for run: BatchReport) throws -> BatchReport? {
+        guard try FileSystem.exists(path) else { return nil }
+        let previous: BatchReport
+        do {
+            previous = try BatchReport.read(from: path)
+        } catch let error as DocumentError where error.code == .notFound {
+            return nil
+        } catch let error as DocumentError {
+            throw DocumentError(.cannotCreate, path: path,
+                                reason: "is there and is not a batch report (\(error.reason)); choose another report file")
+        }
+        if let conflict = run.conflict(with: previous) {
+            throw DocumentError(.cannotCreate, path: path,
+                                reason: "cannot take this run's report: \(conflict); choose another report file")
+        }
+        return previous
+    }
+}
+
+/// A run's report written while it goes, for a pipe (`docconvert batch --json`): the header's fields, then
+/// `items` one per line as they finish, then `summary` and `finishedAt`. The same shape as ``BatchReport`` (less
+/// ``BatchReport/attempts``), starting with ``BatchReport/signature``; ``BatchReport/read(from:)`` reads it.
+public final class BatchReportStream: Sendable {
+    private let write: @Sendable (Data) -> Void
+    private let count = Mutex(0)
+
+    /// A stream that hands its bytes to `write`, in order, one call per piece.
+    public init(write: @escaping @Sendable (Data) -> Void) {
+        self.write = write
+    }
+
+    /// Writes the fields known before any item.
+    public func begin(_ run: BatchReport) {
+        let header = Header(root: run.root, shard: run.shard, dryRun: run.dryRun, legacy: run.legacy,
+                            compression: run.compression, jobs: run.jobs, generator: run.generator,
+                            startedAt: run.startedAt)
+        guard let data = try? BatchReport.encoder.encode(header), data.count > 2 else { return }
+        write(Data(BatchReport.signature.utf8) + Data("\(BatchReport.formatVersion),".utf8)
+              + data.dropFirst().dropLast() + Data(",\"items\":[".utf8))
+    }
+
+    /// Writes one item; safe from any thread (items are written one at a time).
+    public func item(_ item: BatchItem) {
+        guard let data = try? BatchReport.encoder.encode(item) else { return }
+        count.withLock { count in
+            write(Data((count == 0 ? "\n" : ",\n").utf8) + data)
+            count += 1
+        }
+    }
+
+    /// Writes the summary and closes the document.
+    public func end(_ summary: BatchSummary, finishedAt: Date = Date()) {
+        let summaryData = (try? BatchReport.encoder.encode(summary)) ?? Data("{}".utf8)
+        let finished = (try? BatchReport.encoder.encode(finishedAt)) ?? Data("null".utf8)
+        write(Data("\n],\"summary\":".utf8) + summaryData + Data(",\"finishedAt\":".utf8) + finished + Data("}\n".utf8))
+    }
+
+    private struct Header: Encodable {
+        var root: String
+        var shard: BatchShard
+        var dryRun: Bool
+        var legacy: String
+        var compression: String
+        var jobs: Int
+        var generator: String
+        var startedAt: Date
+    }
+}

@@ -65,14 +65,18 @@ struct BatchTests {
             #expect(!lines.contains { $0.hasPrefix("not-a-store") })
             #expect(first.stdout.contains("\nsummary:"))
 
-            let second = try BatchProcess.run([root.string, "--report", reportPath.string, "--quiet"])
+            let second = try BatchProcess.run([root.string, "--report", reportPath.string, "--quiet", "--json"])
             #expect(second.status == 65)
-            let rerun = try BatchReport.read(reportPath)
+            let rerun = try BatchReport.decode(second.stdout)  // this run's own items
             var expected = tree.expectedOutcomes
             for source in tree.stores.keys { expected[source] = "skipped-already-done" }
             #expect(try rerun.outcomes() == expected)
             #expect(rerun.summary.count(.converted) == 0)
             try checkConverted(tree, report: rerun)
+            // The report file keeps what the first run did, and both runs.
+            let kept = try BatchReport.read(reportPath)
+            #expect(try kept.outcomes() == tree.expectedOutcomes)
+            #expect(kept.attempts?.map { $0.summary.count(.converted) } == [tree.stores.count, 0])
         }
     }
 
@@ -140,12 +144,13 @@ struct BatchTests {
         try await withTemporaryDirectory { directory in
             let root = directory.appending("tree")
             let tree = try BatchTree(in: root, groups: 12)
-            // The same partition three ways: --shard, a Kubernetes Indexed Job's index, a Slurm array task (1-based).
+            // The same partition three ways: --shard, a Kubernetes Indexed Job's index, a Slurm array task (of 1-3: ID 2 is
+            // shard 2, ID 3 would be shard 0).
             let count = 3
             let ways: [(arguments: [String], environment: [String: String], origin: String)] = [
                 (["--shard", "0/3"], [:], "--shard"),
                 ([], ["JOB_COMPLETION_INDEX": "1", "DOCCONVERT_SHARD_COUNT": "3"], "JOB_COMPLETION_INDEX"),
-                ([], ["SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_MIN": "1"], "SLURM_ARRAY_TASK_ID"),
+                ([], ["SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_MIN": "1"], "SLURM_ARRAY_TASK_ID"),
             ]
             let workers = try ways.enumerated().map { index, way in
                 try BatchProcess([root.string, "--jobs", "1", "--quiet", "--report", directory.appending("shard-\(index).json").string]
@@ -159,7 +164,9 @@ struct BatchTests {
                 for item in report.items { #expect(BatchShard.bucket(of: item.source, count: count) == index) }
                 merged += report.items
             }
-            let mergedReport = BatchReport(root: root.string, shard: .all, items: merged, summary: BatchSummary())
+            var mergedReport = BatchReport(root: root.string, shard: .all, dryRun: false, legacy: "backup",
+                                           compression: "deflate", jobs: 1, generator: "test")
+            mergedReport.items = merged
             #expect(try mergedReport.outcomes() == tree.expectedOutcomes)
             try checkConverted(tree, report: mergedReport)
 
@@ -187,6 +194,99 @@ struct BatchTests {
         }
     }
 
+    @Test("reports: inside the tree they are never items; a rerun of the shard merges into its report; another shard's report is refused")
+    func reportsAcrossReruns() async throws {
+        try await withTemporaryDirectory { directory in
+            let root = directory.appending("tree")
+            let tree = try BatchTree(in: root, groups: 6)
+            let reports = root.appending(".docconvert-reports")
+            try FileManager.default.createDirectory(atPath: reports.string, withIntermediateDirectories: true)
+            // A merged report and a stray one from elsewhere lie in the tree too: recognised by their first bytes.
+            try Data((BatchReport.signature + "2,\"items\":[]}").utf8)
+                .write(to: URL(fileURLWithPath: root.appending("old-merged-report.json").string))
+            var converted: Set<String> = []
+            for index in 0..<2 {
+                let path = reports.appending("shard-\(index).json")
+                let run = try BatchProcess.run([root.string, "--jobs", "2", "--quiet", "--report", path.string],
+                                               environment: ["SLURM_ARRAY_TASK_ID": "\(index)", "DOCCONVERT_SHARD_COUNT": "2"])
+                #expect(run.status == 65 || run.status == 0, "\(run.stderr)")
+                let report = try BatchReport.read(path)
+                #expect(report.attempts?.count == 1)
+                converted.formUnion(report.items.filter { $0.outcome == .converted }.map(\.source))
+                #expect(!report.items.contains { $0.source.contains("report") }, "a report was walked as an item")
+            }
+            #expect(converted == Set(tree.stores.keys))
+
+            // The same shard again, as a resubmitted task: its items are done, the report still says converted.
+            let first = try BatchReport.read(reports.appending("shard-0.json"))
+            let again = try BatchProcess.run([root.string, "--quiet", "--report", reports.appending("shard-0.json").string],
+                                             environment: ["SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_COUNT": "1",
+                                                           "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "0",
+                                                           "DOCCONVERT_SHARD_COUNT": "2"])
+            #expect(again.status == (first.summary.count(.failed) > 0 ? 65 : 0), "\(again.stderr)")
+            let merged = try BatchReport.read(reports.appending("shard-0.json"))
+            #expect(merged.attempts?.count == 2)
+            #expect(merged.attempts?.last?.summary.count(.converted) == 0, "the rerun converted something again")
+            #expect(merged.items.map(\.source) == first.items.map(\.source).sorted())
+            #expect(merged.summary.count(.converted) == first.summary.count(.converted))
+            #expect(merged.startedAt == first.startedAt)
+
+            // Another shard's report, a dry run's, or a file that is not a report: refused before anything is done.
+            let other = try BatchProcess.run([root.string, "--quiet", "--shard", "1/2", "--report", reports.appending("shard-0.json").string])
+            #expect(other.status == 73)
+            #expect(other.stderr.contains("shard 0/2") && other.stderr.contains("shard 1/2"), "\(other.stderr)")
+            let dry = try BatchProcess.run([root.string, "--quiet", "--dry-run", "--shard", "0/2", "--report", reports.appending("shard-0.json").string])
+            #expect(dry.status == 73 && dry.stderr.contains("dry run"), "\(dry.stderr)")
+            let notes = directory.appending("notes.json")
+            try Data("{\"mine\": true}".utf8).write(to: URL(fileURLWithPath: notes.string))
+            let clobber = try BatchProcess.run([root.string, "--quiet", "--report", notes.string])
+            #expect(clobber.status == 73 && clobber.stderr.contains("not a batch report"), "\(clobber.stderr)")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: notes.string)) == Data("{\"mine\": true}".utf8))
+            #expect(try BatchReport.read(reports.appending("shard-0.json")) == merged, "a refused run changed the report")
+
+            // The --json stream is the same shape, read by the same reader.
+            let stream = try BatchProcess.run([root.string, "--quiet", "--json", "--shard", "1/2"])
+            #expect(stream.stdout.hasPrefix(BatchReport.signature))
+            let streamed = directory.appending("stream.json")
+            try Data(stream.stdout.utf8).write(to: URL(fileURLWithPath: streamed.string))
+            #expect(try BatchReport.read(streamed).items.count == BatchReport.read(reports.appending("shard-1.json")).items.count)
+        }
+    }
+
+    @Test("reports: runs of one shard that end at once both land in its report (merged under the folder's lock)")
+    func concurrentReportCommits() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appending("shard-3.json")
+            let shard = try BatchShard(index: 3, count: 8)
+            let files = try (0..<8).map { number in
+                let run = BatchReport(root: "/srv/home", shard: shard, dryRun: false, legacy: "backup",
+                                      compression: "deflate", jobs: 1, generator: "test")
+                let file = try BatchReportFile(path: path, run: run)
+                var item = BatchItem(source: "user\(number)/Notes.sqlite", kind: "sqlite", outcome: .converted)
+                item.bundle = "user\(number)/Notes.mdz"
+                file.add(item)
+                file.add(BatchItem(source: "shared.sqlite", kind: "sqlite", outcome: number == 5 ? .converted : .alreadyDone))
+                return file
+            }
+            await withTaskGroup(of: Void.self) { group in
+                for file in files {
+                    group.addTask {
+                        var summary = BatchSummary()
+                        summary.duration = 1
+                        _ = try? file.commit(summary: summary)
+                    }
+                }
+            }
+            let report = try BatchReport.read(path)
+            #expect(report.attempts?.count == 8)
+            #expect(report.items.count == 9)
+            #expect(report.items.first { $0.source == "shared.sqlite" }?.outcome == .converted,
+                    "a later skipped-already-done replaced the run that converted it")
+            #expect(report.summary.count(.converted) == 9 && report.summary.duration == 8)
+            #expect(try FileSystem.contentsOfDirectory(directory) == ["shard-3.json"], "a temporary was left")
+        }
+    }
+
     @Test("--migrations: each converted bundle gets the SQL migrations once; a rerun applies nothing")
     func migrations() async throws {
         try await withTemporaryDirectory { directory in
@@ -209,9 +309,10 @@ struct BatchTests {
                 let metadata = try Document.metadata(at: root.appending(item.bundle!))
                 #expect(metadata.model.migrations.map(\.identifier) == ["V1__audit_log", "V2__first_entry"])
             }
-            let second = try BatchProcess.run([root.string, "--migrations", folder.string, "--report", reportPath.string, "--quiet"])
+            let second = try BatchProcess.run([root.string, "--migrations", folder.string, "--quiet", "--json"])
             #expect(second.status == 0)
-            let rerun = try BatchReport.read(reportPath)
+            let rerun = try BatchReport.decode(second.stdout)
+            #expect(rerun.items.count == samples.count)
             #expect(rerun.items.allSatisfy { $0.outcome == .alreadyDone && $0.migrationsApplied == [] })
         }
     }
@@ -232,6 +333,26 @@ struct BatchTests {
         #expect(slurm?.index == 2 && slurm?.count == 4)
         #expect(throws: BatchShard.Problem.self) {
             try BatchShard.fromEnvironment(["SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_COUNT": "4"])
+        }
+        // A contiguous array maps task IDs modulo its size: 0-3 and 1-4 give the same shards to the same IDs.
+        for id in 1...4 {
+            let oneBased = try BatchShard.fromEnvironment(["SLURM_ARRAY_TASK_ID": "\(id)", "SLURM_ARRAY_TASK_COUNT": "4",
+                                                           "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_MAX": "4"])
+            #expect(oneBased?.index == id % 4 && oneBased?.count == 4)
+        }
+        // A fixed number of shards (--shard-count, DOCCONVERT_SHARD_COUNT) survives a resubmission of one task alone:
+        // `sbatch --array=9` is an array of one task, still shard 9 of 16, not the whole tree.
+        let alone = ["SLURM_ARRAY_TASK_ID": "9", "SLURM_ARRAY_TASK_COUNT": "1", "SLURM_ARRAY_TASK_MIN": "9",
+                     "SLURM_ARRAY_TASK_MAX": "9"]
+        #expect(try BatchShard.fromEnvironment(alone) == BatchShard(index: 0, count: 1, origin: "SLURM_ARRAY_TASK_ID"))
+        #expect(try BatchShard.fromEnvironment(alone, count: 16) == BatchShard(index: 9, count: 16, origin: "SLURM_ARRAY_TASK_ID"))
+        #expect(try BatchShard.fromEnvironment(alone.merging(["DOCCONVERT_SHARD_COUNT": "16"]) { $1 })?.description == "9/16")
+        #expect(try BatchShard.fromEnvironment(["SLURM_ARRAY_TASK_ID": "16", "SLURM_ARRAY_TASK_MIN": "16",
+                                                "SLURM_ARRAY_TASK_MAX": "16"], count: 16)?.index == 0, "ID 16 of 1-16")
+        // An array larger than the fixed count would put two tasks on one shard: refused, saying so.
+        #expect(throws: BatchShard.Problem.self) {
+            try BatchShard.fromEnvironment(["SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "32",
+                                            "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "31"], count: 16)
         }
         // Every path belongs to exactly one of N shards, the same one every time, and all shards get work.
         let paths = (0..<2000).map { "home/user\($0 % 37)/Library/store-\($0).sqlite" }

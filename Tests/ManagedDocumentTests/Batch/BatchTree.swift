@@ -121,17 +121,14 @@ struct BatchTree {
     }
 }
 
-/// `docconvert batch`'s report, decoded.
-struct BatchReport: Decodable {
-    var root: String
-    var shard: BatchShard
-    var items: [BatchItem]
-    var summary: BatchSummary
+extension BatchReport {
+    static func read(_ path: FilePath) throws -> BatchReport { try read(from: path) }
 
-    static func read(_ path: FilePath) throws -> BatchReport {
+    /// A report printed by `--json`.
+    static func decode(_ text: String) throws -> BatchReport {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
-        return try decoder.decode(BatchReport.self, from: Data(contentsOf: URL(fileURLWithPath: path.string)))
+        return try decoder.decode(BatchReport.self, from: Data(text.utf8))
     }
 
     /// Relative source → outcome; fails on an item listed twice.
@@ -144,9 +141,9 @@ struct BatchReport: Decodable {
         }
         return result
     }
-
-    struct ReportProblem: Error, CustomStringConvertible { var description: String }
 }
+
+struct ReportProblem: Error, CustomStringConvertible { var description: String }
 
 /// `docconvert` run as a child process, as an operator would.
 final class BatchProcess: @unchecked Sendable {
@@ -159,7 +156,7 @@ final class BatchProcess: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: builtProduct("docconvert"))
         process.arguments = ["batch"] + arguments
         process.environment = ProcessInfo.processInfo.environment
-            .filter { !$0.key.hasPrefix("SLURM_") && $0.key != "JOB_COMPLETION_INDEX" }
+            .filter { !$0.key.hasPrefix("SLURM_") && $0.key != "JOB_COMPLETION_INDEX" && $0.key != "DOCCONVERT_SHARD_COUNT" }
             .merging(environment) { $1 }
         process.standardOutput = out
         process.standardError = err

@@ -23,14 +23,17 @@ struct Batch: ParsableCommand {
             Fleets: --shard K/N gives this worker the items whose path relative to ROOT hashes to K modulo N, so \
             N workers over a shared volume each take a disjoint share. Without --shard, a Kubernetes Indexed Job's \
             JOB_COMPLETION_INDEX (with --shard-count or DOCCONVERT_SHARD_COUNT) or a Slurm array's \
-            SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT are used. Each item is converted under its document's \
-            lock, so overlapping workers never convert the same item twice. Merge the shards' --report files \
-            with jq (see the README).
+            SLURM_ARRAY_TASK_ID are used; for Slurm, pass --shard-count with the size of the array first submitted \
+            (the shard is the task ID modulo it), so one task resubmitted alone takes only its share. Each item is \
+            converted under its document's lock, so overlapping workers never convert the same item twice. Merge \
+            the shards' --report files with Samples/fleet/merge-reports.sh (see the README).
 
             Progress (items, bytes, rate, ETA) goes to stderr: a live line on a terminal, a plain line every \
             --progress-interval seconds elsewhere, none with --quiet. Results go to stdout (--json: one JSON \
-            document, items streamed as they finish) and to --report FILE (the same JSON, written aside and renamed \
-            into place at the end).
+            document, items streamed as they finish) and to --report FILE: the shard's report, kept across runs (a \
+            rerun merges its items into it: what an earlier run converted stays converted, every run is listed), \
+            written aside and renamed into place at the end. A FILE that is not a report, or another shard's, is \
+            refused. Reports are never taken for items of the tree, wherever they are written.
 
             Exit status: 0 every store is converted or was already; 65 at least one item failed; 75 none failed \
             but at least one was busy (run again later); 130 or 143 interrupted by SIGINT or SIGTERM (run again \
@@ -53,7 +56,7 @@ struct Batch: ParsableCommand {
     @Flag(name: .long, help: "Print what would be converted, what would be skipped and why, and total bytes; change nothing.")
     var dryRun = false
 
-    @Option(name: .long, help: ArgumentHelp("Also write the JSON report to this file (written aside, renamed into place at the end).", valueName: "file"))
+    @Option(name: .long, help: ArgumentHelp("Keep this shard's JSON report in this file: merged with the report earlier runs left there, written aside, renamed into place at the end.", valueName: "file"))
     var report: String?
 
     @Option(name: .long, help: ArgumentHelp("What to do with the legacy files once their bundle is safe: keep, backup or delete.", valueName: "policy"))
@@ -73,7 +76,7 @@ struct Batch: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("This worker's share, K of N (0-based). Default: from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID, else all.", valueName: "k/n"))
     var shard: String?
 
-    @Option(name: .long, help: ArgumentHelp("The number of shards, with JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID (default: DOCCONVERT_SHARD_COUNT, SLURM_ARRAY_TASK_COUNT).", valueName: "n"))
+    @Option(name: .long, help: ArgumentHelp("The number of shards, with JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID: the Job's completions, or the size of the Slurm array first submitted (the shard is then the task ID modulo n). Default: DOCCONVERT_SHARD_COUNT, else SLURM_ARRAY_TASK_COUNT.", valueName: "n"))
     var shardCount: Int?
 
     @Flag(name: .shortAndLong, help: "No progress on stderr.")

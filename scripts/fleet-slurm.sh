@@ -8,8 +8,8 @@
 # every store converted exactly once with the same rows (digests table by table), every item reported once, report
 # files never items, things that are not stores untouched, the merged totals equal to the tree.
 #
-#   scripts/fleet-slurm.sh                      # all scenarios (about 2 minutes here)
-#   FLEET_STORES=2000 FLEET_TASKS=8 scripts/fleet-slurm.sh
+#   scripts/fleet-slurm.sh                      # all scenarios over 2,000 generated stores (about 12 minutes here)
+#   FLEET_STORES=240 scripts/fleet-slurm.sh     # the short tree CI uses (about 2 minutes)
 #
 # Scenarios, each on a fresh copy of the tree:
 #   array      an array of FLEET_TASKS tasks; then the same array resubmitted: everything skipped, reports keep what
@@ -25,7 +25,7 @@
 #              tree mounted at the pod's mount path in a private mount namespace
 #
 # Environment (all optional):
-#   FLEET_STORES=240       generated stores (plus the samples' and corpus stores)
+#   FLEET_STORES=2000      generated stores (plus the samples' and corpus stores)
 #   FLEET_TASKS=6          tasks in the array (= SHARDS); each gets one CPU, so two run at once on two cores
 #   FLEET_SCENARIOS="array failures twice readonly kubernetes"
 #   FLEET_DOCCONVERT=path  the docconvert binary (default: built here, debug)
@@ -35,7 +35,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-STORES=${FLEET_STORES:-240}
+STORES=${FLEET_STORES:-2000}
 TASKS=${FLEET_TASKS:-6}
 SCENARIOS=${FLEET_SCENARIOS:-"array failures twice readonly kubernetes"}
 [[ $STORES =~ ^[1-9][0-9]*$ && $TASKS =~ ^[1-9][0-9]*$ ]] || { echo "FLEET_STORES and FLEET_TASKS must be positive numbers" >&2; exit 64; }

@@ -25,17 +25,21 @@ public struct BatchReport: Codable, Sendable, Equatable {
     /// The root, absolute, as the latest attempt saw it (a shared volume may be mounted elsewhere on other workers;
     /// item paths are relative to it).
     public var root: String
+    /// The shard whose items this report holds.
     public var shard: BatchShard
+    /// Whether the runs were dry runs (a plan; nothing changed).
     public var dryRun: Bool
-    /// The legacy-files policy and the compression of the latest attempt.
+    /// The legacy-files policy of the latest attempt: `keep`, `backup` or `delete`.
     public var legacy: String
+    /// The compression of the latest attempt: `deflate` or `store`.
     public var compression: String
     /// `--jobs` of the latest attempt.
     public var jobs: Int
     /// `docconvert <version>` of the latest attempt.
     public var generator: String
-    /// When the first attempt started, and the latest finished.
+    /// When the first attempt started.
     public var startedAt: Date
+    /// When the latest attempt finished; `nil` while a run is going.
     public var finishedAt: Date?
     /// One entry per item, sorted by source. For an item several attempts saw, the `converted` entry when one
     /// converted it, else the latest attempt's.
@@ -48,18 +52,25 @@ public struct BatchReport: Codable, Sendable, Equatable {
 
     /// One run of the shard.
     public struct Attempt: Codable, Sendable, Equatable {
+        /// When the run started.
         public var startedAt: Date
+        /// When the run finished (after an interrupt too).
         public var finishedAt: Date
         /// The machine and process that ran it, and the scheduler's job when there was one (`slurm 1234_5`,
         /// `kubernetes index 3`).
         public var host: String
+        /// The process's ID on ``host``.
         public var processID: Int32
+        /// The scheduler's job, when one ran it.
         public var job: String?
+        /// `--jobs` of the run.
         public var jobs: Int
+        /// `docconvert <version>`, or the app that ran it.
         public var generator: String
         /// That run's own items, counted (an item it found done counts as `skipped-already-done` here).
         public var summary: BatchSummary
 
+        /// An attempt with these facts.
         public init(startedAt: Date, finishedAt: Date, host: String, processID: Int32, job: String?, jobs: Int,
                     generator: String, summary: BatchSummary) {
             self.startedAt = startedAt
@@ -226,6 +237,7 @@ public struct BatchReport: Codable, Sendable, Equatable {
 /// let merged = try file.commit(summary: summary)
 /// ```
 public final class BatchReportFile: Sendable {
+    /// Where the report is kept.
     public let path: FilePath
     private let state: Mutex<BatchReport>
 

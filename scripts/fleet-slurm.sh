@@ -143,6 +143,44 @@ scenario_array() {
     jq -e --argjson tasks "$TASKS" '[.reports[].attempts] == [range(0; $tasks) | 2]' "$WORK/array/merged-again.json" >/dev/null \
         || fail "array: each shard report should hold two attempts: $(jq -c '[.reports[].attempts]' "$WORK/array/merged-again.json")"
     [[ $(converted_in_attempts "$tree") == "$STORE_COUNT" ]] || fail "array (resubmitted): something was converted again"
+    check_merger "$tree/.docconvert-reports"
+}
+
+# The merger on report sets that are wrong in the ways a fleet makes them wrong, built from a real run's reports.
+check_merger() {
+    local reports=$1 bad="$WORK/array/bad" status
+    merger_status() { status=0; Samples/fleet/merge-reports.sh "$bad" "$@" > "$bad.out" 2> "$bad.err" || status=$?; }
+    # A task rerun without the array's size: a report of shard 0/1 beside shards of N.
+    rm -rf "$bad" && cp -a "$reports" "$bad"
+    jq -c '.shard = {index: 0, count: 1, origin: "SLURM_ARRAY_TASK_ID"}' "$reports/shard-1.json" > "$bad/stray.json"
+    merger_status
+    [[ $status == 65 && ! -s $bad.out ]] && grep -q "disagree on the number of shards" "$bad.err" \
+        || fail "merger: shard counts that disagree gave exit $status: $(cat "$bad.err")"
+    # A count other than the one given.
+    rm -rf "$bad" && cp -a "$reports" "$bad"
+    merger_status $((TASKS + 1))
+    [[ $status == 65 ]] || fail "merger: a wrong expected count gave exit $status"
+    # A shard's report missing.
+    rm "$bad/shard-0.json"
+    merger_status
+    [[ $status == 1 ]] && grep -q "no report from shard(s) 0 of $TASKS" "$bad.err" \
+        || fail "merger: a missing shard gave exit $status: $(cat "$bad.err")"
+    # One shard's items in a second report (an array once submitted as 0-N-1, once as 1-N), never converted there.
+    rm -rf "$bad" && cp -a "$reports" "$bad"
+    jq -c '.items |= map(if .outcome == "converted" then .outcome = "skipped-already-done" else . end)' \
+        "$reports/shard-2.json" > "$bad/shard-2-again.json"
+    merger_status
+    [[ $status == 1 ]] && jq -e --slurpfile one "$reports/shard-2.json" \
+        '(.duplicates | length) == ($one[0].items | length) and .summary.items == (.items | length)' \
+        "$bad.out" >/dev/null && grep -q "in two reports" "$bad.err" \
+        || fail "merger: duplicated items were not reported (exit $status): $(cat "$bad.err")"
+    jq -e --slurpfile good "$WORK/array/merged-again.json" '.summary.outcomes == $good[0].summary.outcomes' "$bad.out" >/dev/null \
+        || fail "merger: a duplicate changed the totals: $(jq -c .summary.outcomes "$bad.out")"
+    # The same item converted in two reports.
+    cp "$reports/shard-2.json" "$bad/shard-2-again.json"
+    merger_status
+    [[ $status == 65 ]] && grep -q "converted twice" "$bad.err" || fail "merger: an item converted twice gave exit $status"
+    rm -rf "$bad" "$bad.out" "$bad.err"
 }
 
 scenario_failures() {

@@ -220,14 +220,16 @@ public struct BatchReport: Codable, Sendable, Equatable {
     }
 }
 
-/// A batch report on disk, the way `docconvert batch --report FILE` keeps it: items gathered while the run goes,
-/// then, under a lock on the report's folder, merged into the report an earlier run of the same shard left there and
-/// written aside, flushed and renamed into place (with the folder flushed after).
+/// A batch report on disk, the way `docconvert batch --report FILE` keeps it: items spooled to a temporary file
+/// beside the report while the run goes (memory stays flat however many items there are), then, under a lock on the
+/// report's folder, merged into the report an earlier run of the same shard left there and written aside, flushed and
+/// renamed into place (with the folder flushed after).
 ///
 /// Two runs of the same shard that end at the same time both land: each merges under the folder's lock. A file
 /// at the path that is not a report, or is another shard's or a dry run's, is refused before the run starts
-/// (``init(path:run:)``), so no report is ever overwritten by an unrelated one. Memory: the items of this run
-/// (about half a kilobyte each).
+/// (``init(path:run:)``), so no report is ever overwritten by an unrelated one. The spool is a locked
+/// `.NAME.*.partial` temporary (a walk never takes it for an item; a killed run's is removed by the next run). The
+/// merge at the end holds both runs' items in memory (about a kilobyte each), once.
 ///
 /// ```swift
 /// let run = BatchReport(root: "/srv/home", shard: .all, dryRun: false, legacy: "backup",
@@ -239,22 +241,42 @@ public struct BatchReport: Codable, Sendable, Equatable {
 public final class BatchReportFile: Sendable {
     /// Where the report is kept.
     public let path: FilePath
-    private let state: Mutex<BatchReport>
+    private let run: BatchReport
+    private let spool: Mutex<Spool>
+
+    /// This run's items as JSON lines in a temporary file beside the report.
+    private struct Spool {
+        var file: AtomicFile?
+        var offset: Int64 = 0
+        var failure: DocumentError?
+    }
 
     /// Prepares to write `run`'s report at `path`.
     ///
-    /// - Throws: ``DocumentError/Code/cannotCreate`` when the folder is missing, or the file there is not a report or
-    ///   is the report of another shard or of a dry run (the error says which).
+    /// - Throws: ``DocumentError/Code/cannotCreate`` when the folder is missing or cannot be written, or the file
+    ///   there is not a report or is the report of another shard or of a dry run (the error says which).
     public init(path: FilePath, run: BatchReport) throws {
         self.path = path
-        state = Mutex(run)
+        self.run = run
         try AtomicFile.checkFolder(of: path)
-        _ = try previousReport(for: run)
+        _ = try Self.previousReport(at: path, for: run)
+        spool = Mutex(Spool(file: try AtomicFile(target: path, replacing: true)))
     }
 
-    /// Adds an item as it finishes; safe from any thread.
+    /// Adds an item as it finishes; safe from any thread. A write that fails is reported by ``commit(summary:finishedAt:)``.
     public func add(_ item: BatchItem) {
-        state.withLock { $0.items.append(item) }
+        guard let line = try? BatchReport.encoder.encode(item) else { return }
+        spool.withLock { spool in
+            guard spool.failure == nil, let file = spool.file else { return }
+            let bytes = line + Data("\n".utf8)
+            do {
+                _ = try bytes.withUnsafeBytes { try file.descriptor.writeAll(toAbsoluteOffset: spool.offset, $0) }
+                spool.offset += Int64(bytes.count)
+            } catch {
+                spool.failure = DocumentError.io("cannot write the report's items aside", path: file.temporaryPath,
+                                                 errno: error as? Errno)
+            }
+        }
     }
 
     /// Writes the report: this run's items and `summary` merged into the report already at the path.
@@ -263,16 +285,32 @@ public final class BatchReportFile: Sendable {
     /// - Throws: ``DocumentError`` when it cannot be written; the file already there is then unchanged.
     @discardableResult
     public func commit(summary: BatchSummary, finishedAt: Date = Date()) throws -> BatchReport {
-        var run = state.withLock { $0 }
+        var run = self.run
         run.summary = summary
         run.finishedAt = finishedAt
+        run.items = try spool.withLock { spool in
+            defer {
+                spool.file?.discard()
+                spool.file = nil
+            }
+            if let failure = spool.failure { throw failure }
+            guard let file = spool.file else {
+                throw DocumentError(.cannotCreate, path: path, reason: "the report was already written")
+            }
+            let bytes = try FileSystem.read(file.descriptor, at: 0, count: Int(spool.offset), path: file.temporaryPath)
+            let decoder = JSONDecoder()
+            decoder.dateDecodingStrategy = .iso8601
+            return try bytes.split(separator: UInt8(ascii: "\n")).map { line in
+                try decoder.decode(BatchItem.self, from: Data(line))
+            }
+        }
         let parent = path.removingLastComponent()
         let folder = try FileSystem.openForReading(parent.isEmpty ? "." : parent)
         defer { try? folder.close() }  // Squash close error of a read-only descriptor (also drops the lock).
         _ = FileSystem.lockExclusively(folder, wait: true)
-        let report = run.merged(into: try previousReport(for: run))
+        let report = run.merged(into: try Self.previousReport(at: path, for: run))
         let data = try report.encoded()
-        let file = try AtomicFile(target: path, replacing: true)
+        let file = try AtomicFile(target: path, replacing: true, removingStale: false)
         do {
             try data.withUnsafeBytes { try FileSystem.writeAll(file.descriptor, $0, path: file.temporaryPath) }
             try file.commit()
@@ -284,7 +322,7 @@ public final class BatchReportFile: Sendable {
     }
 
     /// The report an earlier run left at the path, `nil` when there is none.
-    private func previousReport(for run: BatchReport) throws -> BatchReport? {
+    private static func previousReport(at path: FilePath, for run: BatchReport) throws -> BatchReport? {
         guard try FileSystem.exists(path) else { return nil }
         let previous: BatchReport
         do {

@@ -31,7 +31,7 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible, Localized
             case invalidMetadata, metadataMismatch, newerFormat, notSQLite, storeCorrupt, storeInWALMode
             case ioFailure, cannotCreate, inUse, notALegacyStore, storeBusy, verificationFailed
             case newerModel, migrationFailed, legacyConversionFailed, invalidMigrations, migrationChanged
-            case closed, readOnly, modelMismatch, documentTypeMismatch
+            case closed, readOnly, modelMismatch, documentTypeMismatch, invalidArgument
         }
         let storage: Storage
         init(_ storage: Storage) { self.storage = storage }
@@ -128,6 +128,9 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible, Localized
         /// The document's media type is not the one this app writes (``Document/OpenOptions/mediaType``); it can be
         /// opened read-only.
         public static var documentTypeMismatch: Self { Self(.documentTypeMismatch) }
+        /// A value given to the library is outside what it accepts (a deflate level of 12, a shard 5 of 4); nothing
+        /// was done. The reason names the value and what is accepted.
+        public static var invalidArgument: Self { Self(.invalidArgument) }
     }
 
     /// What went wrong.

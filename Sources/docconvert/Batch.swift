@@ -103,7 +103,7 @@ struct Batch: ParsableCommand {
     }
 
     private func parse<T>(_ body: () throws -> T) throws -> T {
-        do { return try body() } catch let problem as BatchShard.Problem { throw ValidationError(problem.description) }
+        do { return try body() } catch let error as DocumentError where error.code == .invalidArgument { throw ValidationError(error.reason) }
     }
 
     func run() throws {

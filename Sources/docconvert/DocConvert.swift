@@ -41,6 +41,7 @@ struct DocConvert: AsyncParsableCommand {
         case .alreadyExists, .cannotCreate: return 73
         case .ioFailure: return 74
         case .inUse, .storeBusy: return 75
+        case .invalidArgument: return 64
         default: return 65
         }
     }

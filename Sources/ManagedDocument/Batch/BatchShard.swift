@@ -29,11 +29,11 @@ public struct BatchShard: Sendable, Equatable, Codable, CustomStringConvertible 
 
     /// A shard `index` of `count`.
     ///
-    /// - Throws: ``BatchShard/Problem`` when `count` is not positive or `index` is not in `0..<count`.
+    /// - Throws: ``DocumentError/Code/invalidArgument`` when `count` is not positive or `index` is not in `0..<count`.
     public init(index: Int, count: Int, origin: String = "--shard") throws {
-        guard count >= 1 else { throw Problem("the number of shards must be at least 1 (got \(count))") }
+        guard count >= 1 else { throw Self.problem("the number of shards must be at least 1 (got \(count))") }
         guard (0..<count).contains(index) else {
-            throw Problem("the shard index must be from 0 to \(count - 1) (got \(index) of \(count))")
+            throw Self.problem("the shard index must be from 0 to \(count - 1) (got \(index) of \(count))")
         }
         self.init(uncheckedIndex: index, count: count, origin: origin)
     }
@@ -42,7 +42,7 @@ public struct BatchShard: Sendable, Equatable, Codable, CustomStringConvertible 
     public init(parsing text: String) throws {
         let parts = text.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 2, let index = Int(parts[0]), let count = Int(parts[1]) else {
-            throw Problem("'\(text)' is not a shard; write K/N, e.g. 0/4 for the first of four workers")
+            throw Self.problem("'\(text)' is not a shard; write K/N, e.g. 0/4 for the first of four workers")
         }
         try self.init(index: index, count: count)
     }
@@ -60,37 +60,37 @@ public struct BatchShard: Sendable, Equatable, Codable, CustomStringConvertible 
     ///   in the array (`SLURM_ARRAY_TASK_MIN`, `SLURM_ARRAY_TASK_STEP`); a resubmitted single ID is then an array
     ///   of one task, which takes the whole tree (safe, but not its share: fix N).
     ///
-    /// - Throws: ``BatchShard/Problem`` when a variable is set but the shard it describes is incomplete or invalid.
+    /// - Throws: ``DocumentError/Code/invalidArgument`` when a variable is set but the shard it describes is incomplete or invalid.
     public static func fromEnvironment(_ environment: [String: String], count: Int? = nil) throws -> BatchShard? {
         func number(_ name: String) throws -> Int? {
             guard let text = environment[name], !text.isEmpty else { return nil }
-            guard let value = Int(text.trimmingWhitespace) else { throw Problem("\(name)=\(text) is not a whole number") }
+            guard let value = Int(text.trimmingWhitespace) else { throw Self.problem("\(name)=\(text) is not a whole number") }
             return value
         }
         if let index = try number("JOB_COMPLETION_INDEX") {
             guard let count = try count ?? number("DOCCONVERT_SHARD_COUNT") else {
-                throw Problem("JOB_COMPLETION_INDEX is set but the number of shards is unknown; pass --shard-count with the Job's completions, or set DOCCONVERT_SHARD_COUNT")
+                throw Self.problem("JOB_COMPLETION_INDEX is set but the number of shards is unknown; pass --shard-count with the Job's completions, or set DOCCONVERT_SHARD_COUNT")
             }
             return try BatchShard(index: index, count: count, origin: "JOB_COMPLETION_INDEX")
         }
         guard let id = try number("SLURM_ARRAY_TASK_ID") else { return nil }
-        guard id >= 0 else { throw Problem("SLURM_ARRAY_TASK_ID=\(id) is negative") }
+        guard id >= 0 else { throw Self.problem("SLURM_ARRAY_TASK_ID=\(id) is negative") }
         let minimum = try number("SLURM_ARRAY_TASK_MIN")
         let maximum = try number("SLURM_ARRAY_TASK_MAX")
         if let fixed = try count ?? number("DOCCONVERT_SHARD_COUNT") {
-            guard fixed >= 1 else { throw Problem("the number of shards must be at least 1 (got \(fixed))") }
+            guard fixed >= 1 else { throw Self.problem("the number of shards must be at least 1 (got \(fixed))") }
             if let minimum, let maximum, maximum - minimum >= fixed {
-                throw Problem("this array's task IDs run from \(minimum) to \(maximum), more than the \(fixed) shards: two tasks would share a shard; submit \(fixed) consecutive IDs (e.g. --array=0-\(fixed - 1)) and resubmit single IDs from that range")
+                throw Self.problem("this array's task IDs run from \(minimum) to \(maximum), more than the \(fixed) shards: two tasks would share a shard; submit \(fixed) consecutive IDs (e.g. --array=0-\(fixed - 1)) and resubmit single IDs from that range")
             }
             return try BatchShard(index: id % fixed, count: fixed, origin: "SLURM_ARRAY_TASK_ID")
         }
         guard let total = try number("SLURM_ARRAY_TASK_COUNT") else {
-            throw Problem("SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not; pass --shard-count with the array's size")
+            throw Self.problem("SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not; pass --shard-count with the array's size")
         }
         let step = max(1, try number("SLURM_ARRAY_TASK_STEP") ?? 1)
         let first = minimum ?? 0
         guard id >= first, (id - first) % step == 0, (id - first) / step < total else {
-            throw Problem("SLURM_ARRAY_TASK_ID=\(id) does not fit the array (min \(first), step \(step), \(total) tasks)")
+            throw Self.problem("SLURM_ARRAY_TASK_ID=\(id) does not fit the array (min \(first), step \(step), \(total) tasks)")
         }
         let index = step == 1 ? id % max(1, total) : (id - first) / step
         return try BatchShard(index: index, count: total, origin: "SLURM_ARRAY_TASK_ID")
@@ -110,10 +110,9 @@ public struct BatchShard: Sendable, Equatable, Codable, CustomStringConvertible 
 
     public var description: String { "\(index)/\(count)" }
 
-    /// A shard that cannot be used, in words.
-    public struct Problem: Error, CustomStringConvertible, Sendable {
-        public var description: String
-        init(_ description: String) { self.description = description }
+    /// A shard that cannot be used: ``DocumentError/Code/invalidArgument`` with the reason in words.
+    static func problem(_ reason: String) -> DocumentError {
+        DocumentError(.invalidArgument, path: nil, reason: reason)
     }
 }
 

@@ -56,12 +56,23 @@ public struct WritingOptions: Sendable, Equatable {
     /// caller has just done so, or a batch walk does it for every folder it lists).
     var removesStaleTemporaries = true
 
+    /// Options with this compression and replacement policy. A deflate level outside 1-9 is refused by the write
+    /// that is given it (``DocumentError/Code/invalidArgument``), before anything is written.
     public init(compression: Compression = .deflate, replacesExisting: Bool = false) {
-        if case .deflate(let level) = compression {
-            precondition((1...9).contains(level), "deflate level must be 1...9")
-        }
         self.compression = compression
         self.replacesExisting = replacesExisting
+    }
+
+    /// Refuses options no writer can follow, before anything is written to `target`.
+    func validate(for target: FilePath) throws {
+        if case .deflate(let level) = compression, !(1...9).contains(level) {
+            throw DocumentError(.invalidArgument, path: target,
+                                reason: "deflate level \(level) is not one of 1 (fastest) to 9 (smallest); nothing was written")
+        }
+        if compressionThreads < 0 {
+            throw DocumentError(.invalidArgument, path: target,
+                                reason: "compressionThreads is \(compressionThreads); give 0 (the calling thread) or more; nothing was written")
+        }
     }
 
     var deflateLevel: Int {
@@ -92,7 +103,8 @@ public enum BundleWriter {
     ///   - metadata: the document's metadata; `store`, `entries`, `modifiedAt` and `generator` are filled in.
     ///   - target: the bundle's path.
     ///   - options: compression and replacement.
-    /// - Throws: ``DocumentError``: ``DocumentError/Code/alreadyExists``, ``DocumentError/Code/notSQLite``,
+    /// - Throws: ``DocumentError``: ``DocumentError/Code/invalidArgument`` (options out of range),
+    ///   ``DocumentError/Code/alreadyExists``, ``DocumentError/Code/notSQLite``,
     ///   ``DocumentError/Code/storeInWALMode``, ``DocumentError/Code/nonRegularEntry`` (a link in a content
     ///   folder), ``DocumentError/Code/cannotCreate``, ``DocumentError/Code/ioFailure``, or a reader code when the
     ///   written file does not verify. The destination is unchanged when it throws.
@@ -112,6 +124,7 @@ public enum BundleWriter {
                       options: WritingOptions, storeFacts: StoreFacts?, permissionsOf: FilePath? = nil,
                       completingMetadata: (inout DocumentMetadata, EntryDigest) throws -> Void = { _, _ in },
                       beforeCommit: () throws -> Void = {}) throws -> DocumentMetadata {
+        try options.validate(for: target)
         let header = try StoreInspector.header(of: content.store)
         if StoreInspector.isWAL(header: header) {
             throw DocumentError(.storeInWALMode, path: content.store,

@@ -269,11 +269,8 @@ extension Document {
                 || metadata.model.compatibilityLevel != finalLevel
             if !applied.isEmpty || modelChanged {
                 try MigrationRecord.ensureTables(db)
-                try db.execute(sql: """
-                    INSERT INTO \(MigrationRecord.modelTable)(id, name, version, compatibility_level) VALUES (1, ?, ?, ?)
-                    ON CONFLICT(id) DO UPDATE SET name = excluded.name, version = excluded.version,
-                        compatibility_level = excluded.compatibility_level
-                    """, arguments: [migrator.modelName, migrator.modelVersion, finalLevel])
+                try MigrationRecord.recordModel(db, name: migrator.modelName, version: migrator.modelVersion,
+                                                compatibilityLevel: finalLevel)
                 metadata.model = DocumentMetadata.Model(name: migrator.modelName, version: migrator.modelVersion,
                                                         compatibilityLevel: finalLevel, migrations: state.applied)
             }

@@ -166,6 +166,15 @@ enum MigrationRecord {
             """)
     }
 
+    /// Records the document's model (name, version, compatibility level) in the store's one-row model table.
+    static func recordModel(_ db: Database, name: String?, version: String?, compatibilityLevel: Int) throws {
+        try db.execute(sql: """
+            INSERT INTO \(modelTable)(id, name, version, compatibility_level) VALUES (1, ?, ?, ?)
+            ON CONFLICT(id) DO UPDATE SET name = excluded.name, version = excluded.version,
+                compatibility_level = excluded.compatibility_level
+            """, arguments: [name, version, compatibilityLevel])
+    }
+
     static func applied(_ db: Database) throws -> [DocumentMetadata.AppliedMigration] {
         guard try db.tableExists(migrationsTable) else { return [] }
         return try Row.fetchAll(db, sql: "SELECT identifier, checksum, applied_at FROM \(migrationsTable) ORDER BY rowid").map {
@@ -231,11 +240,7 @@ extension DocumentMigrator {
             guard !isSupplementary else { return .commit }  // the document's model is not this migrator's
             var newLevel = level
             if case .fixup(let fixupLevel) = migration.kind { newLevel = max(level, fixupLevel) }
-            try db.execute(sql: """
-                INSERT INTO \(MigrationRecord.modelTable)(id, name, version, compatibility_level) VALUES (1, ?, ?, ?)
-                ON CONFLICT(id) DO UPDATE SET name = excluded.name, version = excluded.version,
-                    compatibility_level = excluded.compatibility_level
-                """, arguments: [modelName, modelVersion, newLevel])
+            try MigrationRecord.recordModel(db, name: modelName, version: modelVersion, compatibilityLevel: newLevel)
             level = newLevel
             return .commit
         }

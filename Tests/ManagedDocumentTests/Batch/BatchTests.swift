@@ -321,17 +321,19 @@ struct BatchTests {
     func shards() throws {
         #expect(try BatchShard(parsing: "2/8") == BatchShard(index: 2, count: 8))
         for bad in ["8/8", "-1/4", "1/0", "1", "a/b", "1/2/3", ""] {
-            #expect(throws: BatchShard.Problem.self) { try BatchShard(parsing: bad) }
+            let error = #expect(throws: DocumentError.self) { try BatchShard(parsing: bad) }
+            #expect(error?.code == .invalidArgument, "one public error type: DocumentError")
         }
         #expect(try BatchShard.fromEnvironment([:]) == nil)
-        #expect(throws: BatchShard.Problem.self) { try BatchShard.fromEnvironment(["JOB_COMPLETION_INDEX": "3"]) }
+        let missingCount = #expect(throws: DocumentError.self) { try BatchShard.fromEnvironment(["JOB_COMPLETION_INDEX": "3"]) }
+        #expect(missingCount?.code == .invalidArgument && missingCount?.reason.contains("DOCCONVERT_SHARD_COUNT") == true)
         let kubernetes = try BatchShard.fromEnvironment(["JOB_COMPLETION_INDEX": "3", "DOCCONVERT_SHARD_COUNT": "4"])
         #expect(kubernetes?.index == 3 && kubernetes?.count == 4 && kubernetes?.origin == "JOB_COMPLETION_INDEX")
         #expect(try BatchShard.fromEnvironment(["JOB_COMPLETION_INDEX": "0"], count: 2)?.count == 2)
         let slurm = try BatchShard.fromEnvironment(["SLURM_ARRAY_TASK_ID": "20", "SLURM_ARRAY_TASK_COUNT": "4",
                                                     "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_STEP": "10"])
         #expect(slurm?.index == 2 && slurm?.count == 4)
-        #expect(throws: BatchShard.Problem.self) {
+        #expect(throws: DocumentError.self) {
             try BatchShard.fromEnvironment(["SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_COUNT": "4"])
         }
         // A contiguous array maps task IDs modulo its size: 0-3 and 1-4 give the same shards to the same IDs.
@@ -350,7 +352,7 @@ struct BatchTests {
         #expect(try BatchShard.fromEnvironment(["SLURM_ARRAY_TASK_ID": "16", "SLURM_ARRAY_TASK_MIN": "16",
                                                 "SLURM_ARRAY_TASK_MAX": "16"], count: 16)?.index == 0, "ID 16 of 1-16")
         // An array larger than the fixed count would put two tasks on one shard: refused, saying so.
-        #expect(throws: BatchShard.Problem.self) {
+        #expect(throws: DocumentError.self) {
             try BatchShard.fromEnvironment(["SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "32",
                                             "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "31"], count: 16)
         }

@@ -1,0 +1,63 @@
+import Foundation
+import GRDB
+import ManagedDocument
+import SystemPackage
+import Testing
+
+/// Values an app can build that the library cannot follow: refused with one error type, ``DocumentError``, code
+/// `invalidArgument`, before anything is written; never a trap.
+@Suite("Out-of-range arguments are refused with DocumentError, not a crash")
+struct ArgumentTests {
+    @Test("a deflate level outside 1-9 is refused before anything is written", arguments: [0, -1, 10, 12, Int.max])
+    func deflateLevel(level: Int) async throws {
+        try await withScratchFolder { folder in
+            let store = folder.appending("store.sqlite")
+            let queue = try DatabaseQueue(path: store.string)
+            try await queue.write { db in try db.execute(sql: "CREATE TABLE note(text); INSERT INTO note VALUES ('kept')") }
+            try queue.close()
+            let target = folder.appending("Notes.mdz")
+            let options = WritingOptions(compression: .deflate(level: level))
+            let error = #expect(throws: DocumentError.self) {
+                try BundleWriter.write(BundleContent(store: store), metadata: DocumentMetadata(), to: target, options: options)
+            }
+            #expect(error?.code == .invalidArgument)
+            #expect(error?.reason.contains("deflate level \(level)") == true, "\(String(describing: error))")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder.string) == ["store.sqlite"],
+                    "nothing is written, not even a temporary")
+            // The same level for a document's saves: creating it is refused, and nothing is left behind.
+            var open = appOptions(folder)
+            open.createIfMissing = true
+            open.saving.compression = .deflate(level: level)
+            let openError = await #expect(throws: DocumentError.self) {
+                try await Document.open(at: folder.appending("Doc.mdz"), options: open)
+            }
+            #expect(openError?.code == .invalidArgument)
+            #expect(!FileManager.default.fileExists(atPath: folder.appending("Doc.mdz").string))
+            // A document opened with good options and saved with bad ones keeps its bundle as it was.
+            open.saving.compression = .deflate
+            let document = try await Document.open(at: folder.appending("Doc.mdz"), options: open)
+            try await document.writer.write { db in try db.execute(sql: "CREATE TABLE t(x)") }
+            try await document.save()
+            let saved = try Data(contentsOf: URL(fileURLWithPath: folder.appending("Doc.mdz").string))
+            try await document.close()
+            open.saving.compression = .deflate(level: level)
+            open.createIfMissing = false
+            let reopened = try await Document.open(at: folder.appending("Doc.mdz"), options: open)
+            try await reopened.writer.write { db in try db.execute(sql: "INSERT INTO t VALUES (1)") }
+            let saveError = await #expect(throws: DocumentError.self) { try await reopened.save() }
+            #expect(saveError?.code == .invalidArgument)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: folder.appending("Doc.mdz").string)) == saved)
+            try await reopened.close(savingChanges: false)
+        }
+    }
+
+    @Test("a shard out of range is a DocumentError naming the value")
+    func shards() throws {
+        for text in ["4/4", "-1/2", "1/0", "x"] {
+            let error = #expect(throws: DocumentError.self) { try BatchShard(parsing: text) }
+            #expect(error?.code == .invalidArgument, "\(text)")
+        }
+        let error = #expect(throws: DocumentError.self) { try BatchShard(index: 5, count: 4) }
+        #expect(error?.reason.contains("5 of 4") == true)
+    }
+}

@@ -6,9 +6,10 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+// Linux only: built and tested on Debian 12 (x86-64) with Swift 6.3.1. No Apple platform is declared because none is
+// built or tested (the library's file handling is written against Glibc and Linux: O_TMPFILE, flock, /proc).
 let package = Package(
     name: "ManagedDocument",
-    platforms: [.macOS(.v14)],
     products: [
         .library(name: "ManagedDocument", targets: ["ManagedDocument"]),
         .executable(name: "docconvert", targets: ["docconvert"]),

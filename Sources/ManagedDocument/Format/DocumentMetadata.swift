@@ -184,6 +184,10 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
     }
 }
 
+#if !os(Linux)
+#error("ManagedDocument is built and tested on Linux only (see the README's Platform line): its file handling is written against Glibc and Linux")
+#endif
+
 /// The library's version, recorded as the metadata's generator.
 public enum ManagedDocumentVersion {
     public static let string = "0.1.0"

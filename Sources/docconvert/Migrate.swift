@@ -77,7 +77,7 @@ struct Migrate: AsyncParsableCommand {
 
     func run() async throws {
         let folder = try reportingErrors { try SQLMigrationFolder(directory: FilePath(migrations)) }
-        let bundles = try reportingErrors { try Self.findBundles(FilePath(target)) }
+        let bundles = try reportingErrors { try Document.bundles(under: FilePath(target)) }
 
         // > Validate every document first: one that disagrees with the folder stops everything.
         var results: [DocumentResult] = []
@@ -171,35 +171,6 @@ struct Migrate: AsyncParsableCommand {
 
     private func printError(_ line: String) {
         FileHandle.standardError.write(Data("error: \(line)\n".utf8))
-    }
-
-    /// The bundle TARGET names, or every bundle under it (by content; symbolic links and hidden entries skipped).
-    static func findBundles(_ target: FilePath) throws -> [FilePath] {
-        if case .bundle = try LegacyDetector.detect(at: target) { return [target] }
-        guard isDirectory(target) else {
-            _ = try BundleReader(at: target)  // throws the specific reason it is not a bundle
-            return [target]
-        }
-        var found: [FilePath] = []
-        var folders = [target]
-        while let folder = folders.popLast() {
-            let names = try FileManager.default.contentsOfDirectory(atPath: folder.string).sorted()
-            for name in names where !name.hasPrefix(".") {
-                let path = folder.appending(name)
-                if isDirectory(path) {
-                    folders.append(path)
-                } else if case .bundle = try LegacyDetector.detect(at: path) {
-                    found.append(path)
-                }
-            }
-        }
-        return found.sorted { $0.string < $1.string }
-    }
-
-    /// Whether `path` is a folder itself (not a link to one).
-    private static func isDirectory(_ path: FilePath) -> Bool {
-        var status = stat()
-        return lstat(path.string, &status) == 0 && (status.st_mode & S_IFMT) == S_IFDIR
     }
 }
 

@@ -61,3 +61,30 @@ struct ArgumentTests {
         #expect(error?.reason.contains("5 of 4") == true)
     }
 }
+
+@Suite("Finding documents under a folder")
+struct FindingDocumentsTests {
+    @Test("bundles are found by content, sorted; links, hidden entries and other files are not")
+    func bundlesUnderAFolder() async throws {
+        try await withScratchFolder { folder in
+            let root = folder.appending("docs")
+            for relative in ["b/Second.mdz", "a/First.mdz", "a/deeper/Named.anything", ".hidden/Secret.mdz"] {
+                let path = root.appending(relative)
+                try FileManager.default.createDirectory(atPath: path.removingLastComponent().string,
+                                                        withIntermediateDirectories: true)
+                var open = appOptions(folder)
+                open.createIfMissing = true
+                let document = try await Document.open(at: path, options: open)
+                try await document.close()
+            }
+            try Data("not a bundle".utf8).write(to: URL(fileURLWithPath: root.appending("a/notes.mdz").string))
+            try FileManager.default.createSymbolicLink(atPath: root.appending("link.mdz").string,
+                                                       withDestinationPath: root.appending("a/First.mdz").string)
+            let found = try Document.bundles(under: root).map(\.string)
+            #expect(found == ["a/First.mdz", "a/deeper/Named.anything", "b/Second.mdz"].map { root.appending($0).string })
+            #expect(try Document.bundles(under: root.appending("b/Second.mdz")) == [root.appending("b/Second.mdz")])
+            let error = #expect(throws: DocumentError.self) { try Document.bundles(under: root.appending("a/notes.mdz")) }
+            #expect(error?.code == .notAZipArchive || error?.code == .notADocument, "\(String(describing: error))")
+        }
+    }
+}

@@ -28,6 +28,7 @@ public struct BatchOptions: Sendable {
     /// (for a rate and an ETA) early. It reads each file's first bytes once more. Default: off.
     public var survey = false
 
+    /// The defaults: one job per core, the whole tree, legacy files backed up.
     public init() {}
 }
 
@@ -54,6 +55,7 @@ public struct BatchItem: Sendable, Codable, Equatable {
     /// `coredata-sqlite`, `sqlite`, `uimanageddocument-package`; `sqlite-store` when not classified (dry run,
     /// failure); `file`, `folder`, `symlink`, `bundle` for things that are not stores.
     public var kind: String
+    /// What happened to it.
     public var outcome: Outcome
     /// The bundle, relative to the root, for stores.
     public var bundle: String?
@@ -78,9 +80,11 @@ public struct BatchItem: Sendable, Codable, Equatable {
     /// What went wrong, for `busy` and `failed`.
     public var error: Failure?
 
+    /// Why an item is `busy` or `failed`.
     public struct Failure: Sendable, Codable, Equatable {
         /// The ``DocumentError/Code`` name.
         public var code: String
+        /// The error in words, with the path concerned.
         public var message: String
     }
 }
@@ -89,14 +93,18 @@ public struct BatchItem: Sendable, Codable, Equatable {
 public struct BatchSummary: Sendable, Codable, Equatable {
     /// Items per outcome (every outcome present, zero included).
     public var outcomes: [String: Int] = Dictionary(uniqueKeysWithValues: BatchItem.Outcome.allCases.map { ($0.rawValue, 0) })
+    /// Items reported.
     public var items = 0
+    /// Bytes of the items' source files.
     public var bytesIn: Int64 = 0
+    /// Bytes of the bundles written or found.
     public var bytesOut: Int64 = 0
     /// Seconds, whole run.
     public var duration: Double = 0
     /// Stopped early (SIGINT/SIGTERM): items not started are not in the report; run again to finish.
     public var interrupted = false
 
+    /// The number of items with this outcome.
     public func count(_ outcome: BatchItem.Outcome) -> Int { outcomes[outcome.rawValue] ?? 0 }
 
     /// Whether anything failed or was busy.
@@ -114,18 +122,22 @@ public struct BatchSummary: Sendable, Codable, Equatable {
 public struct BatchProgress: Sendable {
     /// Items found by the walk so far (this shard's), and their source bytes.
     public var found = 0
+    /// Source bytes of the items found so far.
     public var foundBytes: Int64 = 0
     /// Items finished, and their source bytes.
     public var done = 0
+    /// Source bytes of the items finished so far.
     public var doneBytes: Int64 = 0
     /// Whether the walk has finished (``found`` is then the total).
     public var walkFinished = false
     /// Items and source bytes counted by the survey, a second walk that only classifies (when
     /// ``BatchOptions/survey`` is on): the total is known long before the conversions reach the end of the tree.
     public var surveyed = 0
+    /// Source bytes of the items the survey counted so far.
     public var surveyedBytes: Int64 = 0
     /// Whether the survey has finished (``surveyed`` is then an estimate of the total).
     public var surveyFinished = false
+    /// When the run started.
     public var startedAt = Date()
 
     /// The best known total of items and bytes, and whether it is final (the walk) or an estimate (the survey);
@@ -152,13 +164,16 @@ public struct BatchProgress: Sendable {
 /// let summary = batch.run { item in print(item.outcome, item.source) }
 /// ```
 public final class BatchConverter: @unchecked Sendable {  // mutable state is guarded by `state`
+    /// The folder (or single store) being converted, with a symbolic link given as the root resolved.
     public let root: FilePath
+    /// The options in force (the compression threads shared out among the jobs).
     public let options: BatchOptions
     private let logger: Logger
     private let state = NSCondition()
     private var progressValue = BatchProgress()
     private var cancelled = false
 
+    /// A batch over `root`; nothing happens until ``run(_:)``. `logger` receives one line per item and the run's summary.
     public init(root: FilePath, options: BatchOptions = BatchOptions(),
                 logger: Logger = Logger(label: "ManagedDocument.batch", factory: { _ in SwiftLogNoOpLogHandler() })) {
         var root = root
@@ -197,6 +212,7 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
         state.unlock()
     }
 
+    /// Whether ``cancel()`` was called.
     public var isCancelled: Bool {
         state.lock()
         defer { state.unlock() }

@@ -11,6 +11,7 @@ public struct BundleContent: Sendable {
     /// A folder of app files that travel with the document.
     public var additionalContent: FilePath?
 
+    /// The content of a bundle: a store file, and optional folders for external data and additional content.
     public init(store: FilePath, externalData: FilePath? = nil, additionalContent: FilePath? = nil) {
         self.store = store
         self.externalData = externalData

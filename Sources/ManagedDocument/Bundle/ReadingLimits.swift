@@ -22,6 +22,7 @@ public struct ReadingLimits: Sendable, Equatable {
     /// The largest central directory read into memory (default 64 MiB).
     public var maxDirectorySize: UInt64 = 64 << 20
 
+    /// The default limits (see each property).
     public init() {}
 
     /// The defaults.

@@ -92,6 +92,7 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
         /// Logging.
         public var logger = Logger(label: "ManagedDocument.document", factory: { _ in SwiftLogNoOpLogHandler() })
 
+        /// The defaults: an existing writable document, no migrations, no legacy stores, no waiting for a lock.
         public init() {}
     }
 

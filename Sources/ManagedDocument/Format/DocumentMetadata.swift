@@ -43,8 +43,11 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
 
     /// The program that wrote a bundle.
     public struct Generator: Codable, Sendable, Equatable {
+        /// The writing program's name.
         public var name: String
+        /// The writing program's version.
         public var version: String
+        /// A generator record.
         public init(name: String, version: String) {
             self.name = name
             self.version = version
@@ -88,6 +91,7 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
         /// The CRC-32 of the entry these offsets describe (see ``compressedSize``).
         public var crc32: UInt32?
 
+        /// A restart index with these values.
         public init(interval: Int64, offsets: [Int64], compressedSize: Int64? = nil, crc32: UInt32? = nil) {
             self.interval = interval
             self.offsets = offsets
@@ -98,11 +102,16 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
 
     /// The app's model as recorded in the document.
     public struct Model: Codable, Sendable, Equatable {
+        /// The model's name (the app's), or `nil` for a document that has none.
         public var name: String?
+        /// The model's version, compared as dotted numbers.
         public var version: String?
+        /// The compatibility level the document's store has reached (fix-up migrations raise it).
         public var compatibilityLevel: Int
+        /// The migrations applied to the store, oldest first.
         public var migrations: [AppliedMigration]
 
+        /// A model record with these values.
         public init(name: String? = nil, version: String? = nil, compatibilityLevel: Int = 0,
                     migrations: [AppliedMigration] = []) {
             self.name = name
@@ -114,9 +123,13 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
 
     /// A migration that ran on this document.
     public struct AppliedMigration: Codable, Sendable, Equatable {
+        /// The migration's identifier, unique within the document.
         public var identifier: String
+        /// The SHA-256 of the migration's SQL, for migrations read from files.
         public var checksum: String?
+        /// When it was applied.
         public var appliedAt: Date
+        /// A record of one applied migration.
         public init(identifier: String, checksum: String?, appliedAt: Date) {
             self.identifier = identifier
             self.checksum = checksum
@@ -126,8 +139,11 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
 
     /// A content entry other than the store.
     public struct Entry: Codable, Sendable, Equatable {
+        /// The entry's name in the zip.
         public var name: String
+        /// Its uncompressed size in bytes.
         public var size: Int64
+        /// The SHA-256 of its uncompressed bytes, lowercase hex.
         public var sha256: String
     }
 
@@ -153,11 +169,15 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
 
     /// What a Core Data store's `Z_METADATA` says.
     public struct CoreDataInfo: Codable, Sendable, Equatable {
+        /// `NSStoreUUID` from the store's `Z_METADATA`.
         public var storeUUID: String?
+        /// `NSStoreType` (`SQLite`).
         public var storeType: String?
+        /// `NSStoreModelVersionIdentifiers`.
         public var modelVersionIdentifiers: [String]
         /// Entity name to base64 version hash.
         public var modelVersionHashes: [String: String]
+        /// `NSPersistenceFrameworkVersion`.
         public var frameworkVersion: String?
         /// `Z_METADATA.Z_VERSION`.
         public var metadataVersion: Int?
@@ -348,11 +368,17 @@ enum ISO8601 {
 
 /// A JSON value, for free-form metadata (`userInfo`, a package's `DocumentMetadata.plist`).
 public enum JSONValue: Codable, Sendable, Equatable {
+    /// JSON `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// A number.
     case number(Double)
+    /// A string.
     case string(String)
+    /// An array.
     case array([JSONValue])
+    /// An object.
     case object([String: JSONValue])
 
     public init(from decoder: any Decoder) throws {

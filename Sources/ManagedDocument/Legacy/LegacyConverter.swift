@@ -31,6 +31,7 @@ public struct ConversionOptions: Sendable {
     /// removes those as it meets them, so its conversions need not list every folder once per store.
     var removesStaleTemporaries = true
 
+    /// The defaults: legacy files backed up beside the source, a 5-second busy timeout.
     public init() {}
 }
 
@@ -38,12 +39,19 @@ public struct ConversionOptions: Sendable {
 public struct ConversionReport: Sendable, Codable, Equatable {
     /// `converted`, or `alreadyConverted` when an earlier run had made the bundle.
     public enum Outcome: String, Sendable, Codable {
-        case converted, alreadyConverted
+        /// This call converted the store.
+        case converted
+        /// An earlier run had made the bundle; this call completed what was left (the disposal), if anything.
+        case alreadyConverted
     }
 
+    /// Whether this call converted the store or found it converted.
     public var outcome: Outcome
+    /// The legacy store or package, as given.
     public var source: String
+    /// What the source was.
     public var kind: LegacyStore.Kind
+    /// The bundle written or found.
     public var bundle: String
     /// Bytes of every source file.
     public var sourceBytes: Int64
@@ -53,11 +61,13 @@ public struct ConversionReport: Sendable, Codable, Equatable {
     public var storeSHA256: String
     /// Rows per table, as SQLite read them from the source (with its `-wal`) and from the copy.
     public var rowCounts: [String: Int]
+    /// What was done with the legacy files.
     public var legacyPolicy: LegacyPolicy
     /// Where the legacy files went, for ``LegacyPolicy/backup``.
     public var backupLocation: String?
     /// The legacy files moved or deleted.
     public var disposedFiles: [String]
+    /// Things worth knowing that did not stop the conversion, in words.
     public var warnings: [String]
     /// Seconds.
     public var duration: Double
@@ -86,9 +96,12 @@ public struct ConversionReport: Sendable, Codable, Equatable {
 /// print(report.bundle, report.rowCounts)
 /// ```
 public struct LegacyConverter: Sendable {
+    /// The options every conversion of this converter uses.
     public var options: ConversionOptions
+    /// Where each conversion's steps are logged.
     public var logger: Logger
 
+    /// A converter with these options; `logger` defaults to none.
     public init(options: ConversionOptions = ConversionOptions(),
                 logger: Logger = Logger(label: "ManagedDocument.convert", factory: { _ in SwiftLogNoOpLogHandler() })) {
         self.options = options

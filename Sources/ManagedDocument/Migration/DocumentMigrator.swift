@@ -32,12 +32,20 @@ import GRDB
 public struct DocumentMigrator: Sendable {
     /// One registered migration.
     public struct Migration: Sendable {
+        /// What kind of change a migration makes (the Migrations article says how each is run).
         public enum Kind: Sendable, Equatable {
-            case additive, transforming
+            /// Adds tables, columns or indexes; older readers ignore them.
+            case additive
+            /// Rewrites existing data.
+            case transforming
+            /// Repairs data and raises the document's compatibility level to `level`.
             case fixup(level: Int)
         }
+        /// The migration's identifier, unique within the migrator and frozen once shipped.
         public let identifier: String
+        /// What kind of change it makes.
         public let kind: Kind
+        /// The SHA-256 of its SQL, for migrations read from files.
         public let checksum: String?
         let body: @Sendable (Database) throws -> Void
     }
@@ -49,10 +57,15 @@ public struct DocumentMigrator: Sendable {
         /// A column added to an existing table, with an optional SQL default (`"0"`, `"'none'"`).
         case column(String, String, in: String, default: String? = nil)
 
+        /// A column of a new table.
         public struct Column: Sendable, Equatable {
+            /// The column's name.
             public var name: String
+            /// Its SQL type, e.g. `TEXT`.
             public var type: String
+            /// Its `DEFAULT` expression in SQL, if any.
             public var defaultSQL: String?
+            /// A column `name` of `type`, with an optional default.
             public init(_ name: String, _ type: String, default defaultSQL: String? = nil) {
                 self.name = name
                 self.type = type
@@ -61,10 +74,13 @@ public struct DocumentMigrator: Sendable {
         }
     }
 
+    /// The model's name that documents migrated by this migrator record.
     public let modelName: String
+    /// The model's version they record.
     public let modelVersion: String?
     /// The highest compatibility level this app supports.
     public let compatibilityLevel: Int
+    /// The registered migrations, in the order they run.
     public private(set) var migrations: [Migration] = []
     /// Whether this migrator adds its migrations to whatever model a document has (see ``supplementary()``).
     public let isSupplementary: Bool

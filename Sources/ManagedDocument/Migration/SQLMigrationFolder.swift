@@ -48,6 +48,7 @@ public struct SQLMigrationFolder: Sendable {
         public var problems: [String] = []
         /// Applied migrations that are not SQL migrations of this scheme (an app's own); they are left alone.
         public var others: [String] = []
+        /// Whether the folder and the document agree (no problems).
         public var isValid: Bool { problems.isEmpty }
     }
 

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Builds the documentation and checks it; installs the man page and shell completions.
+#
+#   scripts/docs.sh            # check: the DocC catalog builds with warnings as errors, every public symbol of the
+#                              # library has a doc comment, the man page generates (CI runs this)
+#   scripts/docs.sh install [PREFIX]
+#                              # build docconvert (release), install it, its man page and its bash, zsh and fish
+#                              # completions under PREFIX (default /usr/local)
+#
+# Outputs: .build/docs/ManagedDocument.doccarchive (open it with `docc preview`, or serve its folder), and
+# .build/docs/docconvert.1 (read it with `man -l .build/docs/docconvert.1`).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+out="$root/.build/docs"
+mkdir -p "$out"
+log() { echo "[docs] $*" >&2; }
+
+manual() {
+    log "generating the man page (swift-argument-parser's generate-manual plugin)"
+    swift package generate-manual > "$out/manual.log" 2>&1 || { cat "$out/manual.log" >&2; return 1; }
+    cp .build/plugins/GenerateManual/outputs/docconvert/docconvert.1 "$out/docconvert.1"
+    grep -q '^\.Sh NAME' "$out/docconvert.1" || { log "docconvert.1 has no NAME section"; return 1; }
+    for command in convert create inspect verify extract migrate batch; do
+        grep -q "$command" "$out/docconvert.1" || { log "docconvert.1 does not mention '$command'"; return 1; }
+    done
+}
+
+check() {
+    log "building the DocC catalog with warnings as errors"
+    rm -rf "$out/ManagedDocument.doccarchive"
+    if ! swift package --allow-writing-to-directory "$out/ManagedDocument.doccarchive" generate-documentation \
+        --target ManagedDocument --output-path "$out/ManagedDocument.doccarchive" --warnings-as-errors \
+        > "$out/docc.log" 2>&1; then
+        grep -E "error|warning" "$out/docc.log" >&2 || tail -20 "$out/docc.log" >&2
+        log "the DocC catalog does not build cleanly (full log: $out/docc.log)"
+        return 1
+    fi
+    log "checking that every public symbol has a doc comment"
+    swift package dump-symbol-graph --minimum-access-level public > "$out/symbols.log" 2>&1 \
+        || { cat "$out/symbols.log" >&2; return 1; }
+    local graphs
+    graphs=$(sed -n 's/^Files written to //p' "$out/symbols.log")
+    python3 scripts/docs/undocumented.py "${graphs:-.build/symbolgraph}"/ManagedDocument.symbols.json
+    manual
+    log "documentation checks passed: $out"
+}
+
+install_all() {
+    local prefix=${1:-/usr/local}
+    manual
+    log "building docconvert (release)"
+    swift build -c release --product docconvert >&2
+    local binary
+    binary="$(swift build -c release --show-bin-path)/docconvert"
+    install -d "$prefix/bin" "$prefix/share/man/man1" "$prefix/share/bash-completion/completions" \
+        "$prefix/share/zsh/site-functions" "$prefix/share/fish/vendor_completions.d"
+    install -m 755 "$binary" "$prefix/bin/docconvert"
+    install -m 644 "$out/docconvert.1" "$prefix/share/man/man1/docconvert.1"
+    "$binary" --generate-completion-script bash > "$prefix/share/bash-completion/completions/docconvert"
+    "$binary" --generate-completion-script zsh > "$prefix/share/zsh/site-functions/_docconvert"
+    "$binary" --generate-completion-script fish > "$prefix/share/fish/vendor_completions.d/docconvert.fish"
+    log "installed $prefix/bin/docconvert, its man page (man docconvert) and bash, zsh and fish completions"
+}
+
+case ${1:-check} in
+    check) check ;;
+    install) install_all "${2:-}" ;;
+    *) echo "usage: scripts/docs.sh [check | install [PREFIX]]" >&2; exit 64 ;;
+esac

@@ -14,6 +14,8 @@ let package = Package(
         // The library's own GRDB (same requirement as ../Package.swift): document-benchmark and convert-benchmark
         // write rows through it.
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // The Swift peer in scripts/bench-bundle.sh: the zip library Swift users already know.
+        .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
     ],
     targets: [
         .executableTarget(
@@ -22,6 +24,10 @@ let package = Package(
                 .product(name: "ManagedDocument", package: "ManagedDocument"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
+        ),
+        .executableTarget(
+            name: "zipfoundation-peer",
+            dependencies: [.product(name: "ZIPFoundation", package: "ZIPFoundation")]
         ),
         .executableTarget(
             name: "document-benchmark",

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Packs and unpacks one large SQLite store with ManagedDocument's BundleWriter/BundleReader and with zip, unzip and
-# bsdtar, on the same file in the same run, and prints a Markdown table of medians.
+# Packs and unpacks one large SQLite store with ManagedDocument's BundleWriter/BundleReader and with zip, unzip,
+# bsdtar and ZIPFoundation (the Swift peer, Benchmarks/Sources/zipfoundation-peer), on the same file in the same run,
+# and prints a Markdown table of medians.
 #
 #   scripts/bench-bundle.sh
 #
@@ -42,7 +43,8 @@ echo
 log "building the benchmark (release)"
 swift build -c release --package-path Benchmarks >&2
 BIN="$(swift build -c release --package-path Benchmarks --show-bin-path)/bundle-benchmark"
-[[ -x $BIN ]] || { echo "no benchmark binary at $BIN" >&2; exit 70; }
+PEER="$(swift build -c release --package-path Benchmarks --show-bin-path)/zipfoundation-peer"
+[[ -x $BIN && -x $PEER ]] || { echo "no benchmark binaries at $BIN, $PEER" >&2; exit 70; }
 
 # --- work folder and cleanup ------------------------------------------------------------------------------------
 mkdir -p "$DIR"
@@ -138,6 +140,7 @@ rm -f "$probe" "$WORK/persistentStore.probe"
 pack_cases=(
     "ours-store|ours (BundleWriter)|pack, store|zip-0|$OUT_DIR/ours-store.mdz|\"\$BIN\" pack \"\$STORE\" \"\$OUT\" 0"
     "zip-0|zip -0|pack, store||$OUT_DIR/zip-0.zip|zip -q -0 -j \"\$OUT\" \"\$STORE\""
+    "zf-store|ZIPFoundation 0.9.20 (Archive.addEntry, .none)|pack, store|zip-0|$OUT_DIR/zf-store.zip|\"\$PEER\" pack \"\$STORE\" \"\$OUT\" store"
 )
 [[ $bsdtar_store == 1 ]] && pack_cases+=(
     "bsdtar-store|bsdtar --format zip --options zip:compression=store|pack, store|zip-0|$OUT_DIR/bsdtar-store.zip|bsdtar -cf \"\$OUT\" --format zip --options zip:compression=store -C \"\$WORK\" persistentStore"
@@ -154,11 +157,13 @@ pack_cases+=(
     "ours-d6|ours (BundleWriter, zlib)|pack, deflate 6|zip-6|$BUNDLE6|\"\$BIN\" pack \"\$STORE\" \"\$OUT\" 6"
     "zip-6|zip -6|pack, deflate 6||$OUT_DIR/zip-6.zip|zip -q -6 -j \"\$OUT\" \"\$STORE\""
     "bsdtar|bsdtar --format zip (default: deflate 6)|pack, deflate 6|zip-6|$OUT_DIR/bsdtar.zip|bsdtar -cf \"\$OUT\" --format zip -C \"\$WORK\" persistentStore"
+    "zf-6|ZIPFoundation 0.9.20 (Archive.addEntry, .deflate: zlib's level 6)|pack, deflate 6|zip-6|$OUT_DIR/zf-6.zip|\"\$PEER\" pack \"\$STORE\" \"\$OUT\" deflate"
 )
 unpack_cases=(
     "ours-unpack|ours (BundleReader.extract)|unpack ours-d6 bundle|unzip|$OUT_DIR/x-ours|\"\$BIN\" unpack \"\$BUNDLE6\" \"\$OUT\""
     "unzip|unzip -q -o|unpack ours-d6 bundle||$OUT_DIR/x-unzip|unzip -q -o \"\$BUNDLE6\" -d \"\$OUT\""
     "bsdtar-x|bsdtar -xf|unpack ours-d6 bundle|unzip|$OUT_DIR/x-bsdtar|bsdtar -xf \"\$BUNDLE6\" -C \"\$OUT\""
+    "zf-x|ZIPFoundation 0.9.20 (FileManager.unzipItem)|unpack ours-d6 bundle|unzip|$OUT_DIR/x-zf|\"\$PEER\" unpack \"\$BUNDLE6\" \"\$OUT\""
 )
 
 RESULTS="$WORK/results.tsv"
@@ -229,7 +234,7 @@ echo "- Date: $(date -u +%Y-%m-%dT%H:%M:%SZ); host: $(nproc) cores, $cpu; $(unam
 echo "- Tools: $(swift --version 2>&1 | head -n 1); $(bsdtar --version); $(zip -v | sed -n 2p | sed 's/^ *//'); $(unzip -v | head -n 1)"
 echo "- Store: $STORE_BYTES bytes ($(( STORE_BYTES >> 20 )) MiB), page_size 4096, journal_mode DELETE; rows alternate Zipf-word text and random blobs of 64-1536 bytes; generated in ${gen_seconds}s"
 echo "- $RUNS runs per case, interleaved round by round; medians shown. Page cache dropped before every run: $([[ $DROP == 1 ]] && echo 'yes (sync; echo 3 > /proc/sys/vm/drop_caches)' || echo 'no (not permitted or BENCH_DROP_CACHES=0; input warm in the page cache)')."
-echo "- Ours pack = the full \`BundleWriter.write\`: SHA-256 of the store, compression, fsync and rename, and a re-read that inflates and checks every entry. zip and bsdtar do not fsync. Ours unpack = \`BundleReader.extract\`: CRC-32 and SHA-256 checked, no fsync."
+echo "- Ours pack = the full \`BundleWriter.write\`: SHA-256 of the store, compression, fsync and rename, and a re-read that inflates and checks every entry. zip, bsdtar and ZIPFoundation do not fsync. Ours unpack = \`BundleReader.extract\`: CRC-32 and SHA-256 checked, no fsync; ZIPFoundation's \`unzipItem\` checks CRC-32."
 echo
 python3 - "$RESULTS" "$STORE_BYTES" <<'PY'
 import statistics, sys
@@ -262,6 +267,18 @@ lines = [f'{cases[a]["op"]}: {cases[a]["time"] / cases[b]["time"]:.2f}×' for a,
 if lines:
     print()
     print("Ours vs bsdtar (the same libarchive container; deflate 1 is ISA-L in ours, zlib in bsdtar; deflate 6 zlib in both), time ratio: " + "; ".join(lines) + ".")
+zf = [("ours-store", "zf-store", "pack, store"), ("ours-d2", "zf-6", "pack, ours at its default (deflate 2) vs ZIPFoundation's deflate"),
+      ("ours-d6", "zf-6", "pack, deflate 6 both"), ("ours-unpack", "zf-x", "unpack the deflate-6 bundle")]
+rows = [(label, cases[a], cases[b]) for a, b, label in zf if a in cases and b in cases]
+if rows:
+    print()
+    print("Ours vs ZIPFoundation, the Swift peer (target: at least 2x its speed on pack and unpack, at no more memory):")
+    print()
+    print("| operation | ours s | ZIPFoundation s | speed ÷ ZIPFoundation | ours RSS MiB | ZIPFoundation RSS MiB | size ÷ ZIPFoundation |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for label, ours, peer in rows:
+        print(f'| {label} | {ours["time"]:.2f} | {peer["time"]:.2f} | {peer["time"] / ours["time"]:.2f}× | {ours["rss"]:.1f} | '
+              f'{peer["rss"]:.1f} | {ours["size"] / peer["size"]:.3f}× |')
 print()
 print("Raw wall times (s), in run order:")
 print()

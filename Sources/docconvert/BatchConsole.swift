@@ -1,0 +1,139 @@
+import Dispatch
+import Foundation
+import ManagedDocument
+
+/// Item lines on stdout, progress on stderr (a live line on a terminal, plain lines elsewhere), the summary table.
+final class BatchConsole: @unchecked Sendable {  // guarded by `lock`
+    private let lock = NSLock()
+    private let batch: BatchConverter
+    private let quiet: Bool
+    private let interval: Double
+    private let printsItems: Bool
+    private let verbose: Bool
+    private let isTerminal = isatty(STDERR_FILENO) == 1
+    private var timer: (any DispatchSourceTimer)?
+    private var liveLineShown = false
+    private var failures = 0
+
+    init(batch: BatchConverter, quiet: Bool, interval: Double, printsItems: Bool, verbose: Bool) {
+        self.batch = batch
+        self.quiet = quiet
+        self.interval = interval
+        self.printsItems = printsItems
+        self.verbose = verbose
+    }
+
+    func start() {
+        guard !quiet else { return }
+        let timer = DispatchSource.makeTimerSource(queue: .global())
+        let period = isTerminal ? 0.25 : interval
+        timer.schedule(deadline: .now() + period, repeating: period)
+        timer.setEventHandler { [weak self] in self?.tick() }
+        self.timer = timer
+        timer.resume()
+    }
+
+    func stop() {
+        timer?.cancel()
+        lock.lock()
+        defer { lock.unlock() }
+        clearLiveLine()
+    }
+
+    /// A line for the operator on stderr.
+    func message(_ text: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        clearLiveLine()
+        FileHandle.standardError.write(Data("docconvert: \(text)\n".utf8))
+    }
+
+    func item(_ item: BatchItem) {
+        lock.lock()
+        defer { lock.unlock() }
+        if item.outcome == .failed || item.outcome == .busy { failures += 1 }
+        guard printsItems, verbose || item.outcome != .notAStore else { return }
+        clearLiveLine()
+        FileHandle.standardOutput.write(Data((Self.line(for: item) + "\n").utf8))  // unbuffered: in order with stderr
+    }
+
+    static func line(for item: BatchItem) -> String {
+        let label = item.outcome.rawValue.padding(toLength: 21, withPad: " ", startingAt: 0)
+        switch item.outcome {
+        case .converted:
+            var facts = [item.kind, "\(formatBytes(UInt64(item.bytesIn))) -> \(formatBytes(UInt64(item.bytesOut)))"]
+            if let rows = item.rows { facts.append("\(rows) rows") }
+            if let legacy = item.legacyFiles { facts.append(legacy == "kept" || legacy == "deleted" ? "legacy \(legacy)" : "legacy in \(legacy)") }
+            if let applied = item.migrationsApplied, !applied.isEmpty { facts.append("migrated \(applied.joined(separator: ", "))") }
+            return "\(label) \(item.source) -> \(item.bundle ?? "?") (\(facts.joined(separator: ", ")))"
+        case .alreadyDone:
+            var line = "\(label) \(item.source) -> \(item.bundle ?? "?")"
+            if let applied = item.migrationsApplied, !applied.isEmpty { line += " (migrated \(applied.joined(separator: ", ")))" }
+            return line
+        case .wouldConvert:
+            return "\(label) \(item.source) -> \(item.bundle ?? "?") (\(item.kind), \(formatBytes(UInt64(item.bytesIn))))"
+        case .notAStore:
+            return "\(label) \(item.source): \(item.reason ?? "not a store")"
+        case .busy, .failed:
+            return "\(label) \(item.source): \(item.error?.message ?? "failed")"
+        }
+    }
+
+    private func tick() {
+        let progress = batch.progress
+        lock.lock()
+        defer { lock.unlock() }
+        let elapsed = max(0.001, Date().timeIntervalSince(progress.startedAt))
+        let rate = Double(progress.done) / elapsed
+        let byteRate = Double(progress.doneBytes) / elapsed
+        var text: String
+        if let total = progress.total {
+            let mark = total.isFinal ? "" : "~"
+            text = "\(progress.done)/\(mark)\(total.items) items"
+            text += ", \(formatBytes(UInt64(progress.doneBytes))) of \(mark)\(formatBytes(UInt64(total.bytes)))"
+            text += String(format: ", %.1f items/s, %@/s", rate, formatBytes(UInt64(byteRate)))
+            if failures > 0 { text += ", \(failures) failed or busy" }
+            if byteRate > 0, total.bytes > progress.doneBytes {
+                text += ", ETA \(mark)\(Self.duration(Double(total.bytes - progress.doneBytes) / byteRate))"
+            }
+        } else {
+            text = "\(progress.done) items, \(formatBytes(UInt64(progress.doneBytes)))"
+            text += String(format: ", %.1f items/s, %@/s", rate, formatBytes(UInt64(byteRate)))
+            if failures > 0 { text += ", \(failures) failed or busy" }
+            text += ", counting (\(max(progress.surveyed, progress.found)) found so far)"
+        }
+        if isTerminal {
+            FileHandle.standardError.write(Data("\r\u{1B}[K\(text)".utf8))
+            liveLineShown = true
+        } else {
+            FileHandle.standardError.write(Data("progress: \(text)\n".utf8))
+        }
+    }
+
+    private func clearLiveLine() {
+        guard liveLineShown else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        liveLineShown = false
+    }
+
+    static func duration(_ seconds: Double) -> String {
+        let total = Int(seconds.rounded())
+        return total >= 3600 ? String(format: "%d:%02d:%02d", total / 3600, total / 60 % 60, total % 60)
+            : String(format: "%d:%02d", total / 60, total % 60)
+    }
+
+    func printSummary(_ summary: BatchSummary, dryRun: Bool) {
+        var rows: [(String, String)] = []
+        let outcomes: [BatchItem.Outcome] = dryRun ? [.wouldConvert, .alreadyDone, .notAStore, .failed]
+            : [.converted, .alreadyDone, .notAStore, .busy, .failed]
+        for outcome in outcomes { rows.append((outcome.rawValue, "\(summary.count(outcome))")) }
+        rows.append(("items", "\(summary.items)"))
+        rows.append(("bytes in", formatBytes(UInt64(summary.bytesIn))))
+        if !dryRun { rows.append(("bytes out", formatBytes(UInt64(summary.bytesOut)))) }
+        let rate = summary.duration > 0 ? Double(summary.items) / summary.duration : 0
+        rows.append(("time", String(format: "%.2f s (%.1f items/s)", summary.duration, rate)))
+        let width = rows.map(\.0.count).max() ?? 0
+        print(dryRun ? "\nplan (dry run, nothing changed):" : "\nsummary\(summary.interrupted ? " (interrupted: run again to finish)" : ""):")
+        for (name, value) in rows { print("  \(name.padding(toLength: width, withPad: " ", startingAt: 0))  \(value)") }
+    }
+}

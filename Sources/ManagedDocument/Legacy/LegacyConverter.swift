@@ -197,9 +197,54 @@ public struct LegacyConverter: Sendable {
         }
         defer { _ = try? check?.result() }  // the check reads the store: it ends before the lock or scratch goes
         if let check, !check.isInBackground { recovered.facts = try check.result() }
+        // Pack: what goes into the bundle besides the store, described in the provenance.
         var files = snapshot.files
         var warnings: [String] = []
+        let extra = try gatherContent(of: legacy, into: &files, warnings: &warnings, scratch: scratch)
+        let kind: LegacyStore.Kind = legacy.isPackage ? .uiManagedDocumentPackage
+            : (recovered.isCoreData ? .coreDataSQLite : .sqlite)
+        var metadata = DocumentMetadata(mediaType: options.mediaType, model: options.model)
+        metadata.provenance = DocumentMetadata.Provenance(
+            kind: kind.rawValue,
+            fileName: legacy.source.lastComponent?.string ?? legacy.source.string,
+            size: files.reduce(0) { $0 + $1.size }, files: files, convertedAt: Date(),
+            coreData: recovered.coreData, packageMetadata: extra.packageMetadata,
+            warnings: warnings.isEmpty ? nil : warnings)
+        let written = try BundleWriter.write(
+            BundleContent(store: snapshot.store, externalData: legacy.externalData, additionalContent: extra.additionalContent),
+            metadata: metadata, to: target, options: writingOptions, storeFacts: recovered.facts,
+            permissionsOf: legacy.store,
+            completingMetadata: { metadata, store in
+                // > Read in place, the main file's SHA-256 is that of the bytes just packed (one read, under the lock).
+                let files = try snapshot.completingMainFile(in: metadata.provenance?.files ?? [], sha256: store.sha256,
+                                                            size: store.size, legacy: legacy)
+                metadata.provenance?.files = files
+            },
+            beforeCommit: { if let check { recovered.facts = try check.result() } })
+        snapshot.release()  // writers may commit again: the bundle holds the state that was locked
+        let provenance = written.provenance!
+        try checkExternalDataUnchanged(files, packedAs: written, bundle: target, legacy: legacy)
+        logger.debug("convert.written", metadata: ["bundle.path": "\(target)", "bundle.sha256": "\(written.store.sha256)"])
 
+        // Commit is done (the bundle has its name); dispose of the legacy files, or withdraw the bundle.
+        let disposal = try disposeOrWithdraw(legacy, provenance: provenance, stamps: snapshot.stamps, bundle: target)
+        return ConversionReport(
+            outcome: .converted, source: legacy.source.string, kind: kind,
+            bundle: target.string, sourceBytes: provenance.size,
+            bundleBytes: (try FileSystem.status(target))?.size ?? 0, storeSHA256: written.store.sha256,
+            rowCounts: recovered.facts.rowCounts, legacyPolicy: options.legacyPolicy,
+            backupLocation: disposal.location?.string, disposedFiles: disposal.files, warnings: warnings,
+            duration: Date().timeIntervalSince(started), sourceSHA256: provenance.mainFileSHA256)
+    }
+
+    // MARK: Steps of a conversion
+
+    /// Pack, what besides the store: the digests of the Core Data external data (packed from where it is) and a
+    /// package's other files, copied into `AdditionalContent/` in the scratch folder. Adds each to `files` (the
+    /// provenance's list) and returns the folder and the package's decoded `DocumentMetadata.plist`.
+    private func gatherContent(of legacy: LegacyStore, into files: inout [DocumentMetadata.Entry],
+                               warnings: inout [String], scratch: () throws -> FilePath) throws
+        -> (additionalContent: FilePath?, packageMetadata: [String: JSONValue]?) {
         if let external = legacy.externalData {
             for (_, path) in try BundleWriter.contentFiles(in: external, prefix: BundleLayout.externalDataPrefix) {
                 let digest = try FileSystem.digest(of: path)
@@ -234,30 +279,13 @@ public struct LegacyConverter: Sendable {
             }
         }
         files.sort { $0.name < $1.name }
+        return (additional, packageMetadata)
+    }
 
-        let kind: LegacyStore.Kind = legacy.isPackage ? .uiManagedDocumentPackage
-            : (recovered.isCoreData ? .coreDataSQLite : .sqlite)
-        var metadata = DocumentMetadata(mediaType: options.mediaType, model: options.model)
-        metadata.provenance = DocumentMetadata.Provenance(
-            kind: kind.rawValue,
-            fileName: legacy.source.lastComponent?.string ?? legacy.source.string,
-            size: files.reduce(0) { $0 + $1.size }, files: files, convertedAt: Date(),
-            coreData: recovered.coreData, packageMetadata: packageMetadata,
-            warnings: warnings.isEmpty ? nil : warnings)
-        let written = try BundleWriter.write(
-            BundleContent(store: snapshot.store, externalData: legacy.externalData, additionalContent: additional),
-            metadata: metadata, to: target, options: writingOptions, storeFacts: recovered.facts,
-            permissionsOf: legacy.store,
-            completingMetadata: { metadata, store in
-                // > Read in place, the main file's SHA-256 is that of the bytes just packed (one read, under the lock).
-                let files = try snapshot.completingMainFile(in: metadata.provenance?.files ?? [], sha256: store.sha256,
-                                                            size: store.size, legacy: legacy)
-                metadata.provenance?.files = files
-            },
-            beforeCommit: { if let check { recovered.facts = try check.result() } })
-        snapshot.release()  // writers may commit again: the bundle holds the state that was locked
-        let provenance = written.provenance!
-        // External data is read twice (hashed, then packed): both reads must agree, or the source changed meanwhile.
+    /// Check, after packing: external data is read twice (hashed, then packed); both reads must agree, or the source
+    /// changed meanwhile and the bundle just written is removed.
+    private func checkExternalDataUnchanged(_ files: [DocumentMetadata.Entry], packedAs written: DocumentMetadata,
+                                            bundle target: FilePath, legacy: LegacyStore) throws {
         let packed = Dictionary(written.entries.map { ($0.name, $0.sha256) }, uniquingKeysWith: { first, _ in first })
         for file in files where file.name.contains("_EXTERNAL_DATA/") {
             let entry = BundleLayout.externalDataPrefix + String(file.name.split(separator: "_EXTERNAL_DATA/", maxSplits: 1).last ?? "")
@@ -267,25 +295,22 @@ public struct LegacyConverter: Sendable {
                                     reason: "the external data changed while it was being converted; nothing was changed, try again")
             }
         }
-        logger.debug("convert.written", metadata: ["bundle.path": "\(target)", "bundle.sha256": "\(written.store.sha256)"])
+    }
 
-        let disposal: (location: FilePath?, files: [String])
+    /// Dispose: once the bundle has its name, the legacy files are kept, backed up or deleted by policy. When the
+    /// source is written again meanwhile (or cannot go), the bundle may not hold its last state: the bundle is
+    /// withdrawn and the legacy files stay, as if never converted.
+    private func disposeOrWithdraw(_ legacy: LegacyStore, provenance: DocumentMetadata.Provenance,
+                                   stamps: [FileStamp], bundle target: FilePath) throws
+        -> (location: FilePath?, files: [String]) {
         do {
-            disposal = try dispose(legacy, provenance: provenance, unchangedSince: snapshot.stamps)
+            return try dispose(legacy, provenance: provenance, unchangedSince: stamps)
         } catch let error as DocumentError where error.code == .storeBusy {
-            // The bundle may not hold the source's last state, or the source cannot go: as if never converted.
             try? FileSystem.removeFile(target)  // Cleanup after a first error: the bundle is ours, just written.
             try? FileSystem.syncDirectory(target.removingLastComponent().isEmpty ? "." : target.removingLastComponent())
             throw DocumentError(.storeBusy, path: error.path,
                                 reason: "\(error.reason); the new bundle was removed and the legacy files were left as they were; run the same command again when the store is closed")
         }
-        return ConversionReport(
-            outcome: .converted, source: legacy.source.string, kind: kind,
-            bundle: target.string, sourceBytes: provenance.size,
-            bundleBytes: (try FileSystem.status(target))?.size ?? 0, storeSHA256: written.store.sha256,
-            rowCounts: recovered.facts.rowCounts, legacyPolicy: options.legacyPolicy,
-            backupLocation: disposal.location?.string, disposedFiles: disposal.files, warnings: warnings,
-            duration: Date().timeIntervalSince(started), sourceSHA256: provenance.mainFileSHA256)
     }
 
     private var writingOptions: WritingOptions {

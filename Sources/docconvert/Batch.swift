@@ -4,7 +4,7 @@ import Foundation
 import ManagedDocument
 import SystemPackage
 
-struct Batch: ParsableCommand {
+struct Batch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Convert every legacy store under a folder into bundles, in parallel, resumably.",
         discussion: """
@@ -106,7 +106,7 @@ struct Batch: ParsableCommand {
         do { return try body() } catch let error as DocumentError where error.code == .invalidArgument { throw ValidationError(error.reason) }
     }
 
-    func run() throws {
+    func run() async throws {
         var options = BatchOptions()
         options.jobs = jobs
         options.dryRun = dryRun
@@ -154,8 +154,8 @@ struct Batch: ParsableCommand {
             console.message("this Slurm array has one task, so it takes the whole tree; to rerun one task of a larger array, pass --shard-count (or DOCCONVERT_SHARD_COUNT) with the original array's size")
         }
         console.start()
-        let summary = try reportingErrors {
-            try batch.run { item in
+        let summary = try await reportingErrors {
+            try await batch.run { item in
                 // One call at a time (BatchConverter.run's contract): the stream, the file and the console in order.
                 stream?.item(item)
                 reportFile?.add(item)

@@ -1,19 +1,23 @@
 import Dispatch
 import Foundation
+import Synchronization
 import ManagedDocument
 
 /// Item lines on stdout, progress on stderr (a live line on a terminal, plain lines elsewhere), the summary table.
-final class BatchConsole: @unchecked Sendable {  // guarded by `lock`
-    private let lock = NSLock()
+final class BatchConsole: Sendable {
     private let batch: BatchConverter
     private let quiet: Bool
     private let interval: Double
     private let printsItems: Bool
     private let verbose: Bool
     private let isTerminal = isatty(STDERR_FILENO) == 1
-    private var timer: (any DispatchSourceTimer)?
-    private var liveLineShown = false
-    private var failures = 0
+    /// What the console has shown so far, behind one lock: items arrive from several threads.
+    private struct Shown {
+        var timer: (any DispatchSourceTimer)?
+        var liveLineShown = false
+        var failures = 0
+    }
+    private let shown = Mutex(Shown())
 
     init(batch: BatchConverter, quiet: Bool, interval: Double, printsItems: Bool, verbose: Bool) {
         self.batch = batch
@@ -25,36 +29,38 @@ final class BatchConsole: @unchecked Sendable {  // guarded by `lock`
 
     func start() {
         guard !quiet else { return }
-        let timer = DispatchSource.makeTimerSource(queue: .global())
         let period = isTerminal ? 0.25 : interval
-        timer.schedule(deadline: .now() + period, repeating: period)
-        timer.setEventHandler { [weak self] in self?.tick() }
-        self.timer = timer
-        timer.resume()
+        shown.withLock { shown in
+            let timer = DispatchSource.makeTimerSource(queue: .global())
+            timer.schedule(deadline: .now() + period, repeating: period)
+            timer.setEventHandler { [weak self] in self?.tick() }
+            timer.resume()
+            shown.timer = timer
+        }
     }
 
     func stop() {
-        timer?.cancel()
-        lock.lock()
-        defer { lock.unlock() }
-        clearLiveLine()
+        shown.withLock { shown in
+            shown.timer?.cancel()
+            Self.clearLiveLine(&shown)
+        }
     }
 
     /// A line for the operator on stderr.
     func message(_ text: String) {
-        lock.lock()
-        defer { lock.unlock() }
-        clearLiveLine()
-        FileHandle.standardError.write(Data("docconvert: \(text)\n".utf8))
+        shown.withLock { shown in
+            Self.clearLiveLine(&shown)
+            FileHandle.standardError.write(Data("docconvert: \(text)\n".utf8))
+        }
     }
 
     func item(_ item: BatchItem) {
-        lock.lock()
-        defer { lock.unlock() }
-        if item.outcome == .failed || item.outcome == .busy { failures += 1 }
-        guard printsItems, verbose || item.outcome != .notAStore else { return }
-        clearLiveLine()
-        FileHandle.standardOutput.write(Data((Self.line(for: item) + "\n").utf8))  // unbuffered: in order with stderr
+        shown.withLock { shown in
+            if item.outcome == .failed || item.outcome == .busy { shown.failures += 1 }
+            guard printsItems, verbose || item.outcome != .notAStore else { return }
+            Self.clearLiveLine(&shown)
+            FileHandle.standardOutput.write(Data((Self.line(for: item) + "\n").utf8))  // unbuffered: in order with stderr
+        }
     }
 
     static func line(for item: BatchItem) -> String {
@@ -81,8 +87,11 @@ final class BatchConsole: @unchecked Sendable {  // guarded by `lock`
 
     private func tick() {
         let progress = batch.progress
-        lock.lock()
-        defer { lock.unlock() }
+        shown.withLock { shown in show(progress, &shown) }
+    }
+
+    private func show(_ progress: BatchProgress, _ shown: inout Shown) {
+        let failures = shown.failures
         let elapsed = max(0.001, Date().timeIntervalSince(progress.startedAt))
         let rate = Double(progress.done) / elapsed
         let byteRate = Double(progress.doneBytes) / elapsed
@@ -104,16 +113,16 @@ final class BatchConsole: @unchecked Sendable {  // guarded by `lock`
         }
         if isTerminal {
             FileHandle.standardError.write(Data("\r\u{1B}[K\(text)".utf8))
-            liveLineShown = true
+            shown.liveLineShown = true
         } else {
             FileHandle.standardError.write(Data("progress: \(text)\n".utf8))
         }
     }
 
-    private func clearLiveLine() {
-        guard liveLineShown else { return }
+    private static func clearLiveLine(_ shown: inout Shown) {
+        guard shown.liveLineShown else { return }
         FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
-        liveLineShown = false
+        shown.liveLineShown = false
     }
 
     static func duration(_ seconds: Double) -> String {

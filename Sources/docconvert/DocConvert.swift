@@ -56,3 +56,13 @@ func reportingErrors<T>(_ body: () throws -> T) throws -> T {
         throw ExitCode(DocConvert.exitStatus(for: error))
     }
 }
+
+/// The async form of ``reportingErrors(_:)``.
+func reportingErrors<T>(_ body: () async throws -> T) async throws -> T {
+    do {
+        return try await body()
+    } catch let error as DocumentError {
+        FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+        throw ExitCode(DocConvert.exitStatus(for: error))
+    }
+}

@@ -1,12 +1,14 @@
 import Dispatch
 import Foundation
+import Synchronization
 
 /// SIGINT and SIGTERM as events: the first asks for a clean stop, the second for an immediate one.
-final class SignalTrap: @unchecked Sendable {  // guarded by `lock`
-    private let lock = NSLock()
-    private var sources: [any DispatchSourceSignal] = []
-    private var count = 0
-    private(set) var received: Int32?
+final class SignalTrap: Sendable {
+    /// The signal sources (kept alive with the trap), the signals seen and the first one.
+    private let state = Mutex<(sources: [any DispatchSourceSignal], count: Int, received: Int32?)>(([], 0, nil))
+
+    /// The first signal received, if any.
+    var received: Int32? { state.withLock { $0.received } }
 
     init(_ handler: @escaping @Sendable (Int32, Bool) -> Void) {
         for number in [SIGINT, SIGTERM] {
@@ -14,15 +16,15 @@ final class SignalTrap: @unchecked Sendable {  // guarded by `lock`
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { [weak self] in
                 guard let self else { return }
-                self.lock.lock()
-                self.count += 1
-                let isSecond = self.count > 1
-                if self.received == nil { self.received = number }
-                self.lock.unlock()
+                let isSecond = self.state.withLock { state -> Bool in
+                    state.count += 1
+                    if state.received == nil { state.received = number }
+                    return state.count > 1
+                }
                 handler(number, isSecond)
             }
             source.resume()
-            sources.append(source)
+            state.withLock { $0.sources.append(source) }
         }
     }
 }

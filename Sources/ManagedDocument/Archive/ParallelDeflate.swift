@@ -54,7 +54,7 @@ final class ParallelDeflater {
     }
 
     /// One slot of the ring: the slice with its dictionary in front, and the compressed output.
-    private final class Slot: @unchecked Sendable {  // fields are written by one side at a time, handed over by `done`
+    private final class Slot: @unchecked Sendable {  // hot path: MiB buffers handed over by `done`, one side at a time
         let input: UnsafeMutableRawBufferPointer  // [dictionary | slice]
         let output: UnsafeMutableRawBufferPointer
         let capacity: Int
@@ -85,7 +85,7 @@ final class ParallelDeflater {
     }
 
     /// A worker's compressor state (ISA-L's or zlib's, by level); touched only on its own serial queue.
-    private final class Worker: @unchecked Sendable {
+    private final class Worker: @unchecked Sendable {  // a C codec handle, touched only on its own serial queue
         /// `nil` for the caller's own thread.
         let queue: DispatchQueue?
         let deflater: UnsafeMutablePointer<carchive_deflater>

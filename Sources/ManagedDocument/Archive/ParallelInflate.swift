@@ -69,7 +69,7 @@ final class ParallelInflater {
         return nil
     }
 
-    private final class Slot: @unchecked Sendable {  // written by one side at a time, handed over by `done`
+    private final class Slot: @unchecked Sendable {  // hot path: MiB buffers handed over by `done`, one side at a time
         let input: UnsafeMutableRawBufferPointer
         let output: UnsafeMutableRawBufferPointer
         let done = DispatchSemaphore(value: 0)
@@ -94,7 +94,7 @@ final class ParallelInflater {
         }
     }
 
-    private final class Worker: @unchecked Sendable {  // `inflater` is touched only on `queue`
+    private final class Worker: @unchecked Sendable {  // a C codec handle, touched only on its own serial queue
         let queue: DispatchQueue
         let inflater: UnsafeMutablePointer<carchive_inflater>
 

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import Synchronization
 import Logging
 import SystemPackage
 
@@ -163,15 +164,14 @@ public struct BatchProgress: Sendable {
 /// let batch = BatchConverter(root: "/srv/home", options: options)
 /// let summary = batch.run { item in print(item.outcome, item.source) }
 /// ```
-public final class BatchConverter: @unchecked Sendable {  // mutable state is guarded by `state`
+public final class BatchConverter: Sendable {
     /// The folder (or single store) being converted, with a symbolic link given as the root resolved.
     public let root: FilePath
     /// The options in force (the compression threads shared out among the jobs).
     public let options: BatchOptions
     private let logger: Logger
-    private let state = NSCondition()
-    private var progressValue = BatchProgress()
-    private var cancelled = false
+    /// Where the run is, and whether it was told to stop.
+    private let guarded = Mutex<(progress: BatchProgress, cancelled: Bool)>((BatchProgress(), false))
 
     /// A batch over `root`; nothing happens until ``run(_:)``. `logger` receives one line per item and the run's summary.
     public init(root: FilePath, options: BatchOptions = BatchOptions(),
@@ -197,53 +197,86 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
     }
 
     /// Where the run is now.
-    public var progress: BatchProgress {
-        state.lock()
-        defer { state.unlock() }
-        return progressValue
-    }
+    public var progress: BatchProgress { guarded.withLock { $0.progress } }
 
     /// Stops the run: no new item starts, items in progress finish (each is crash-safe anyway), ``run(_:)``
     /// returns with ``BatchSummary/interrupted`` set. Safe to call from any thread, e.g. a signal handler's queue.
-    public func cancel() {
-        state.lock()
-        cancelled = true
-        state.broadcast()
-        state.unlock()
-    }
+    public func cancel() { guarded.withLock { $0.cancelled = true } }
 
     /// Whether ``cancel()`` was called.
-    public var isCancelled: Bool {
-        state.lock()
-        defer { state.unlock() }
-        return cancelled
-    }
+    public var isCancelled: Bool { guarded.withLock { $0.cancelled } }
 
-    /// Runs the batch, calling `report` once per item as it finishes (one call at a time, on worker threads).
+    /// Runs the batch, calling `report` once per item as it finishes (one call at a time, on worker threads or
+    /// tasks).
+    ///
+    /// The walk and the conversions run on threads of their own, because they block on the disk (`fsync`, file
+    /// locks, SQLite) and would otherwise hold the cooperative pool's few threads; this call awaits them without
+    /// blocking. The SQL migrations of ``BatchOptions/migrations`` go through ``Document``'s async API as child tasks
+    /// of this call, ``BatchOptions/jobs`` at once, each as soon as its bundle is ready. Cancelling the calling task
+    /// is the same as ``cancel()``.
     ///
     /// - Throws: ``DocumentError/Code/notFound`` when the root does not exist.
-    public func run(_ report: @escaping @Sendable (BatchItem) -> Void) throws -> BatchSummary {
+    public func run(_ report: @escaping @Sendable (BatchItem) -> Void) async throws -> BatchSummary {
         guard try FileSystem.exists(root) else {
             throw DocumentError(.notFound, path: root, reason: "no such file or folder")
         }
         let startedAt = Date()
-        state.lock()
-        progressValue = BatchProgress(startedAt: startedAt)
-        state.unlock()
+        guarded.withLock { $0.progress = BatchProgress(startedAt: startedAt) }
+        let summary = Mutex(BatchSummary())
+        let finish: @Sendable (BatchItem) -> Void = { [self] item in
+            summary.withLock { summary in
+                guarded.withLock {
+                    $0.progress.done += 1
+                    $0.progress.doneBytes += item.bytesIn
+                }
+                summary.add(item)
+                report(item)
+            }
+        }
+        let (converted, migrations) = AsyncStream.makeStream(of: PendingMigration.self)
+        await withTaskCancellationHandler {
+            async let conversions: Void = onThread(named: "docconvert-batch") {
+                self.convertAll(startedAt: startedAt, finish: finish, migrate: { migrations.yield($0) })
+                migrations.finish()
+            }
+            await withTaskGroup(of: Void.self) { group in
+                var running = 0
+                for await pending in converted {
+                    if running >= max(1, options.jobs) {
+                        await group.next()
+                        running -= 1
+                    }
+                    group.addTask {
+                        var item = pending.item
+                        await self.migrate(pending.bundle, into: &item)
+                        item.duration = Date().timeIntervalSince(pending.started)
+                        finish(item)
+                    }
+                    running += 1
+                }
+            }
+            await conversions
+        } onCancel: {
+            cancel()
+        }
+        var result = summary.withLock { $0 }
+        result.duration = Date().timeIntervalSince(startedAt)
+        result.interrupted = isCancelled
+        return result
+    }
 
+    /// A converted (or already converted) bundle whose item is reported once the migrations have run on it.
+    private struct PendingMigration: Sendable {
+        var item: BatchItem
+        var bundle: FilePath
+        var started: Date
+    }
+
+    /// The walk feeding the worker threads; returns when every worker is done. Blocks: runs on a thread of its own.
+    private func convertAll(startedAt: Date, finish: @escaping @Sendable (BatchItem) -> Void,
+                            migrate: @escaping @Sendable (PendingMigration) -> Void) {
         let capacity = max(1, options.queueCapacity ?? options.jobs * 4)
         let queue = BoundedQueue<BatchCandidate>(capacity: capacity)
-        let tally = Tally()
-        let finish: @Sendable (BatchItem) -> Void = { [self] item in
-            tally.lock.lock()
-            defer { tally.lock.unlock() }
-            state.lock()
-            progressValue.done += 1
-            progressValue.doneBytes += item.bytesIn
-            state.unlock()
-            tally.summary.add(item)
-            report(item)
-        }
 
         // Twice as many threads as jobs, `jobs` of them on the CPU at once: a conversion waiting for its fsync lets
         // another one compute (see CPUTurns).
@@ -253,8 +286,15 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
             workers.enter()
             let thread = Thread { [self] in
                 while !isCancelled, let candidate = queue.pop() {
-                    let item = turns.withTurn { isCancelled ? nil : process(candidate, startedAt: startedAt) }
-                    if let item { finish(item) }
+                    let started = Date()
+                    let done = turns.withTurn { isCancelled ? nil : process(candidate) }
+                    guard var (item, bundle) = done else { continue }
+                    if let bundle {
+                        migrate(PendingMigration(item: item, bundle: bundle, started: started))
+                    } else {
+                        item.duration = Date().timeIntervalSince(started)
+                        finish(item)
+                    }
                 }
                 workers.leave()
             }
@@ -275,15 +315,13 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
                     guard !isCancelled, !progress.walkFinished else { return false }  // the walk knows the total now
                     guard options.shard.owns(candidate.relativePath) else { return true }
                     let bytes = Self.sourceBytes(candidate)
-                    state.lock()
-                    defer { state.unlock() }
-                    progressValue.surveyed += 1
-                    progressValue.surveyedBytes += bytes
+                    guarded.withLock {
+                        $0.progress.surveyed += 1
+                        $0.progress.surveyedBytes += bytes
+                    }
                     return true
                 }
-                state.lock()
-                progressValue.surveyFinished = true
-                state.unlock()
+                guarded.withLock { $0.progress.surveyFinished = true }
                 survey.leave()
             }
             thread.name = "docconvert-survey"
@@ -292,40 +330,31 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
         walker.walk { [self] candidate in
             guard !isCancelled else { return false }
             guard options.shard.owns(candidate.relativePath) else { return true }
-            state.lock()
-            progressValue.found += 1
-            progressValue.foundBytes += Self.sourceBytes(candidate)
-            state.unlock()
+            let bytes = Self.sourceBytes(candidate)
+            guarded.withLock {
+                $0.progress.found += 1
+                $0.progress.foundBytes += bytes
+            }
             return queue.push(candidate, unlessCancelled: { self.isCancelled })
         }
-        state.lock()
-        progressValue.walkFinished = true
-        state.unlock()
+        guarded.withLock { $0.progress.walkFinished = true }
         queue.close(discardingPending: isCancelled)
         workers.wait()
         survey.wait()
         // After a cancel, candidates still queued were never started: they are not part of this run's report.
         queue.close(discardingPending: true)
-
-        tally.lock.lock()
-        defer { tally.lock.unlock() }
-        var summary = tally.summary
-        summary.duration = Date().timeIntervalSince(startedAt)
-        summary.interrupted = isCancelled
-        return summary
     }
 
     // MARK: One item
 
-    private func process(_ candidate: BatchCandidate, startedAt: Date) -> BatchItem? {
-        let started = Date()
-        var item: BatchItem?
+    /// One candidate's item, and the bundle to migrate before it is reported (when migrations are asked for).
+    private func process(_ candidate: BatchCandidate) -> (BatchItem, FilePath?)? {
         switch candidate {
         case .notAStore(_, let relative, let kind, let reason):
-            item = BatchItem(source: relative, kind: kind, outcome: .notAStore, reason: reason)
+            return (BatchItem(source: relative, kind: kind, outcome: .notAStore, reason: reason), nil)
         case .unreadable(_, let relative, let error):
-            item = BatchItem(source: relative, kind: "file", outcome: .failed,
-                             error: .init(code: error.code.description, message: error.description))
+            return (BatchItem(source: relative, kind: "file", outcome: .failed,
+                              error: .init(code: error.code.description, message: error.description)), nil)
         case .converted(let bundle, let relative, let metadata, let bytes):
             var done = BatchItem(source: relative, kind: metadata.provenance?.kind ?? "sqlite-store",
                                  outcome: .alreadyDone, bundle: self.relative(bundle))
@@ -333,16 +362,14 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
             done.bytesOut = bytes
             done.storeSHA256 = metadata.store.sha256
             done.sourceSHA256 = metadata.provenance?.mainFileSHA256
-            if options.migrations != nil, !options.dryRun { migrate(bundle, into: &done) }
-            item = done
+            return (done, options.migrations != nil && !options.dryRun ? bundle : nil)
         case .store(let store, let relative):
-            item = convert(store, relative: relative)
+            return convert(store, relative: relative)
         }
-        item?.duration = Date().timeIntervalSince(started)
-        return item
     }
 
-    private func convert(_ store: LegacyStore, relative: String) -> BatchItem? {
+    /// Converts one store under its document's lock; the item, and its bundle when migrations are to run on it.
+    private func convert(_ store: LegacyStore, relative: String) -> (BatchItem, FilePath?)? {
         let name = store.source.lastComponent?.string ?? ""
         var target = store.defaultBundlePath
         var item = BatchItem(source: relative, kind: store.isPackage ? LegacyStore.Kind.uiManagedDocumentPackage.rawValue : "sqlite-store",
@@ -353,7 +380,7 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
             item.bundle = self.relative(target)
             let earlier = try? BundleReader(at: target).metadata.provenance
             item.outcome = earlier?.fileName == name ? .alreadyDone : .wouldConvert
-            return item
+            return (item, nil)
         }
         var locks: [DocumentLock] = []
         defer { for lock in locks { lock.release() } }
@@ -374,10 +401,10 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
             } else {
                 item.error = .init(code: error.code.description, message: error.description)
             }
-            return item
+            return (item, nil)
         } catch {
             item.error = .init(code: "ioFailure", message: "\(target): \(error)")
-            return item
+            return (item, nil)
         }
         do {
             // Detected again under the lock: another worker may have converted and moved it meanwhile.
@@ -398,15 +425,14 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
         } catch let error as DocumentError {
             item.outcome = error.code == .storeBusy ? .busy : .failed
             item.error = .init(code: error.code.description, message: error.description)
-            return item
+            return (item, nil)
         } catch {
             item.error = .init(code: "ioFailure", message: "\(store.source): \(error)")
-            return item
+            return (item, nil)
         }
         for lock in locks { lock.release() }
         locks = []
-        if options.migrations != nil { migrate(target, into: &item) }
-        return item
+        return (item, options.migrations != nil ? target : nil)
     }
 
     private func lock(_ target: FilePath) throws -> DocumentLock {
@@ -424,7 +450,7 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
 
     /// Applies the pending SQL migrations to a bundle, each once; a problem makes the item `failed` (the bundle
     /// stays as it was before the migrations: they run on a working copy).
-    private func migrate(_ bundle: FilePath, into item: inout BatchItem) {
+    private func migrate(_ bundle: FilePath, into item: inout BatchItem) async {
         guard let folder = options.migrations else { return }
         do {
             let metadata = try Document.metadata(at: bundle)
@@ -443,14 +469,9 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
             openOptions.createIfMissing = false
             openOptions.lockTimeout = options.conversion.busyTimeout
             openOptions.migrations = folder.migrator(for: validation.pending)
-            let open = openOptions
-            let applied = try Self.blocking {
-                let document = try await Document.open(at: bundle, options: open)
-                let applied = document.appliedMigrations
-                try await document.close(savingChanges: false)  // open saved once every migration succeeded
-                return applied
-            }
-            item.migrationsApplied = applied
+            let document = try await Document.open(at: bundle, options: openOptions)
+            item.migrationsApplied = document.appliedMigrations
+            try await document.close(savingChanges: false)  // open saved once every migration succeeded
         } catch let error as DocumentError {
             item.outcome = error.code == .inUse ? .busy : .failed
             item.error = .init(code: error.code.description, message: error.description)
@@ -458,18 +479,6 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
             item.outcome = .failed
             item.error = .init(code: "migrationFailed", message: "\(bundle): \(error)")
         }
-    }
-
-    /// Runs async work from a worker thread (never from the concurrency pool) and waits for it.
-    private static func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-        let box = ResultBox<T>()
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            do { box.result = .success(try await body()) } catch { box.result = .failure(error) }
-            done.signal()
-        }
-        done.wait()
-        return try box.result!.get()
     }
 
     // MARK: Helpers
@@ -499,17 +508,21 @@ public final class BatchConverter: @unchecked Sendable {  // mutable state is gu
     }
 }
 
-private final class Tally: @unchecked Sendable {  // guarded by `lock`
-    let lock = NSLock()
-    var summary = BatchSummary()
-}
-
-private final class ResultBox<T>: @unchecked Sendable {  // written before the semaphore signals, read after
-    var result: Result<T, any Error>?
+/// Runs blocking work on a thread of its own and awaits it without holding a thread of the concurrency pool.
+private func onThread(named name: String, _ body: @escaping @Sendable () -> Void) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let thread = Thread {
+            body()
+            continuation.resume()
+        }
+        thread.name = name
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
 }
 
 /// A first-in first-out queue of at most `capacity` elements: `push` waits while it is full, `pop` while it is empty.
-final class BoundedQueue<Element>: @unchecked Sendable {  // guarded by `condition`
+final class BoundedQueue<Element: Sendable>: @unchecked Sendable {  // threads wait on `condition` (Mutex has no wait); it guards every field
     private let condition = NSCondition()
     private var elements: [Element] = []
     private var head = 0

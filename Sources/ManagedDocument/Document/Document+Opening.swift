@@ -146,9 +146,9 @@ extension Document {
             try reader.extract(into: copy.content, permissions: [.ownerReadWrite])
             let queue = try openQueue(copy.store, readOnly: true)
             let document = try Document(path: path, isReadOnly: true, editingDisabled: true, metadata: reader.metadata,
-                                        queue: queue, documentLock: nil, workingCopy: copy, options: options,
-                                        conversionReport: nil, appliedMigrations: [], hasUnsavedChanges: false)
-            document.workingCopyLock = copyLock
+                                        queue: queue, documentLock: nil, workingCopy: copy, workingCopyLock: copyLock,
+                                        options: options, conversionReport: nil, appliedMigrations: [],
+                                        hasUnsavedChanges: false)
             return document
         } catch {
             try? FileSystem.removeTree(copy.directory)  // Cleanup after a first error.
@@ -214,9 +214,9 @@ extension Document {
             }
             let document = try Document(path: path, isReadOnly: false, editingDisabled: false,
                                         metadata: metadata, queue: queue, documentLock: documentLock,
-                                        workingCopy: copy, options: options, conversionReport: report,
-                                        appliedMigrations: applied, hasUnsavedChanges: recovered)
-            document.workingCopyLock = copyLock
+                                        workingCopy: copy, workingCopyLock: copyLock, options: options,
+                                        conversionReport: report, appliedMigrations: applied,
+                                        hasUnsavedChanges: recovered)
             if needsSave { try await document.save() }
             return document
         } catch {

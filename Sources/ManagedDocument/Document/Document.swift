@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import Synchronization
 import GRDB
 import Logging
 import SystemPackage
@@ -33,7 +34,7 @@ import SystemPackage
 /// - ``revert()``
 /// - ``close(savingChanges:)``
 /// - ``State``
-public final class Document: @unchecked Sendable {  // mutable state is guarded by `lock`
+public final class Document: Sendable {
     /// What a user can observe about a document.
     public enum State: String, Sendable, Equatable {
         /// Closed: the working copy is gone and the lock released.
@@ -105,61 +106,68 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
     /// Migrations applied during this open, in order.
     public let appliedMigrations: [String]
 
-    private let lock = NSLock()
-    private var _state: State
-    private var _metadata: DocumentMetadata
-    private var _queue: DatabaseQueue?
-    /// The store's file change counter when the bundle last matched the working copy; `nil` when it never did
-    /// during this open (a recovered copy).
-    private var savedChangeCounter: UInt32?
-    /// Counts the times `savedChangeCounter` was set, so a counter read before a save is never compared after it.
-    private var savedGeneration = 0
-    /// Set by the first `close()`; every later one returns at once.
-    private var isClosing = false
+    /// What changes while the document is open, behind one lock.
+    private struct Guarded {
+        var state: State
+        var metadata: DocumentMetadata
+        var queue: DatabaseQueue?
+        /// The store's file change counter when the bundle last matched the working copy; `nil` when it never did
+        /// during this open (a recovered copy).
+        var savedChangeCounter: UInt32?
+        /// Counts the times `savedChangeCounter` was set, so a counter read before a save is never compared after it.
+        var savedGeneration = 0
+        /// Set by the first `close()`; every later one returns at once.
+        var isClosing = false
+        var continuations: [UUID: AsyncStream<State>.Continuation] = [:]
+        /// The working copy's `.lock`, held while this document uses it; its inode is this open's ownership token.
+        var workingCopyLock: FileDescriptor?
+        /// The working copy's store, read only for its file change counter (never through SQLite); closed by
+        /// `close()`.
+        var storeHeader: FileDescriptor?
+    }
+
+    private let guarded: Mutex<Guarded>
     private let documentLock: DocumentLock?
     let workingCopy: WorkingCopy
     private let options: OpenOptions
-    private var continuations: [UUID: AsyncStream<State>.Continuation] = [:]
-    /// The working copy's `.lock`, held while this document uses it; its inode is this open's ownership token.
-    var workingCopyLock: FileDescriptor?
-    /// The working copy's store, read only for its file change counter (never through SQLite); closed by `close()`.
-    private var storeHeader: FileDescriptor?
 
     init(path: FilePath, isReadOnly: Bool, editingDisabled: Bool, metadata: DocumentMetadata, queue: DatabaseQueue,
-         documentLock: DocumentLock?, workingCopy: WorkingCopy, options: OpenOptions,
+         documentLock: DocumentLock?, workingCopy: WorkingCopy, workingCopyLock: FileDescriptor, options: OpenOptions,
          conversionReport: ConversionReport?, appliedMigrations: [String], hasUnsavedChanges: Bool) throws {
         self.path = path
         self.isReadOnly = isReadOnly
-        self._metadata = metadata
-        self._queue = queue
         self.documentLock = documentLock
         self.workingCopy = workingCopy
         self.options = options
         self.conversionReport = conversionReport
         self.appliedMigrations = appliedMigrations
-        self._state = editingDisabled ? .editingDisabled : (hasUnsavedChanges ? .hasUnsavedChanges : .normal)
         let header = try FileSystem.openForReading(workingCopy.store)
-        self.storeHeader = header
+        let counter: UInt32?
         do {
-            self.savedChangeCounter = hasUnsavedChanges ? nil : try Self.changeCounter(header, path: workingCopy.store)
+            counter = hasUnsavedChanges ? nil : try Self.changeCounter(header, path: workingCopy.store)
         } catch {
             try? header.close()  // Squash close error: the first error is what counts.
             throw error
         }
+        self.guarded = Mutex(Guarded(
+            state: editingDisabled ? .editingDisabled : (hasUnsavedChanges ? .hasUnsavedChanges : .normal),
+            metadata: metadata, queue: queue, savedChangeCounter: counter, workingCopyLock: workingCopyLock,
+            storeHeader: header))
         let observer = ChangeObserver()  // GRDB keeps it for the connection's life
         observer.document = self
         queue.inDatabase { db in db.add(transactionObserver: observer, extent: .databaseLifetime) }
     }
 
     deinit {
-        try? _queue?.close()  // Squash close error: the document was not closed explicitly.
-        try? workingCopyLock?.close()  // Squash close error: releasing the lock is all that matters.
-        try? storeHeader?.close()  // Squash close error of a read-only descriptor.
+        let (queue, copyLock, header) = guarded.withLock { ($0.queue, $0.workingCopyLock, $0.storeHeader) }
+        try? queue?.close()  // Squash close error: the document was not closed explicitly.
+        try? copyLock?.close()  // Squash close error: releasing the lock is all that matters.
+        try? header?.close()  // Squash close error of a read-only descriptor.
         documentLock?.release()
     }
 
     /// The document's metadata as of the last open or save.
-    public var metadata: DocumentMetadata { lock.withLock { _metadata } }
+    public var metadata: DocumentMetadata { guarded.withLock { $0.metadata } }
 
     /// The current state, answered from memory and the working copy's 4-byte file change counter: it never goes
     /// through SQLite, so it can be read from any thread, inside a write, and while a save runs.
@@ -168,7 +176,7 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
     /// writes and rolled-back transactions do not.
     public var state: State {
         noticeChanges()
-        return lock.withLock { _state }
+        return guarded.withLock { $0.state }
     }
 
     /// Whether there are changes the bundle does not have.
@@ -184,9 +192,9 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
     public var stateChanges: AsyncStream<State> {
         AsyncStream { continuation in
             let id = UUID()
-            let isClosed = lock.withLock { () -> Bool in
-                guard _state != .closed else { return true }
-                continuations[id] = continuation
+            let isClosed = guarded.withLock { guarded -> Bool in
+                guard guarded.state != .closed else { return true }
+                guarded.continuations[id] = continuation
                 return false
             }
             if isClosed {
@@ -194,7 +202,7 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
                 return
             }
             continuation.onTermination = { [weak self] _ in
-                _ = self?.lock.withLock { self?.continuations.removeValue(forKey: id) }
+                _ = self?.guarded.withLock { $0.continuations.removeValue(forKey: id) }
             }
         }
     }
@@ -214,7 +222,7 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
     }
 
     private func openQueue() throws -> DatabaseQueue {
-        guard let queue = lock.withLock({ _queue }) else { throw closedError() }
+        guard let queue = guarded.withLock({ $0.queue }) else { throw closedError() }
         return queue
     }
 
@@ -233,7 +241,7 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
     ///   the state becomes ``State/savingFailed``, the bundle is the previous save, and the working copy keeps the
     ///   changes for another try.
     public func save() async throws {
-        let (queue, metadata, state) = lock.withLock { (_queue, _metadata, _state) }
+        let (queue, metadata, state) = guarded.withLock { ($0.queue, $0.metadata, $0.state) }
         guard let queue else { throw closedError() }
         guard !isReadOnly, state != .editingDisabled else {
             throw DocumentError(.readOnly, path: path, reason: "is open read-only; it cannot be saved")
@@ -249,16 +257,16 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
                 try self.workingCopy.writeBase(WorkingCopy.Base(bundle: self.path.string, storeSHA256: saved.store.sha256))
                 let counter = try self.currentChangeCounter()
                 // > Set while the barrier holds every writer out, so no commit falls between the save and its mark.
-                self.lock.withLock {
-                    self._metadata = saved
-                    self.savedChangeCounter = counter
-                    self.savedGeneration += 1
-                    self._state = .normal
+                self.guarded.withLock {
+                    $0.metadata = saved
+                    $0.savedChangeCounter = counter
+                    $0.savedGeneration += 1
+                    $0.state = .normal
                 }
             }
             publish(.normal)
         } catch {
-            lock.withLock { if _state != .closed { _state = .savingFailed } }
+            guarded.withLock { if $0.state != .closed { $0.state = .savingFailed } }
             publish(.savingFailed)
             throw error
         }
@@ -289,7 +297,7 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
             try source.backup(to: target)
             try target.close()
             try await queue.read { db in db.clearSchemaCache() }
-            lock.withLock { _metadata = reader.metadata }
+            guarded.withLock { $0.metadata = reader.metadata }
             publish(.editingDisabled)
             return
         }
@@ -297,11 +305,11 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
             try source.read { sourceDB in try sourceDB.backup(to: db) }
             try self.replaceFolders(from: extracted)
             let counter = try self.currentChangeCounter()
-            self.lock.withLock {
-                self._metadata = reader.metadata
-                self.savedChangeCounter = counter
-                self.savedGeneration += 1
-                if self._state != .editingDisabled { self._state = .normal }
+            self.guarded.withLock {
+                $0.metadata = reader.metadata
+                $0.savedChangeCounter = counter
+                $0.savedGeneration += 1
+                if $0.state != .editingDisabled { $0.state = .normal }
             }
             try self.workingCopy.writeBase(WorkingCopy.Base(bundle: self.path.string,
                                                             storeSHA256: reader.metadata.store.sha256))
@@ -334,29 +342,29 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
     /// - Parameter savingChanges: save unsaved changes first (default `true`, as UIManagedDocument does).
     /// - Throws: the save's error, when the save fails; the document then stays open with its changes.
     public func close(savingChanges: Bool = true) async throws {
-        guard lock.withLock({ () -> Bool in
-            guard !isClosing else { return false }
-            isClosing = true
+        guard guarded.withLock({ guarded -> Bool in
+            guard !guarded.isClosing else { return false }
+            guarded.isClosing = true
             return true
         }) else { return }
         if savingChanges && !isReadOnly && hasUnsavedChanges {
             do { try await save() } catch {
-                lock.withLock { isClosing = false }
+                guarded.withLock { $0.isClosing = false }
                 throw error
             }
         }
-        let (queue, copyLock) = lock.withLock { () -> (DatabaseQueue?, FileDescriptor?) in
+        let (queue, copyLock) = guarded.withLock { guarded -> (DatabaseQueue?, FileDescriptor?) in
             defer {
-                _queue = nil
-                workingCopyLock = nil
-                _state = .closed
+                guarded.queue = nil
+                guarded.workingCopyLock = nil
+                guarded.state = .closed
             }
-            return (_queue, workingCopyLock)
+            return (guarded.queue, guarded.workingCopyLock)
         }
         try? queue?.close()  // Squash close error: nothing is pending, and the copy is removed next.
-        let header = lock.withLock { () -> FileDescriptor? in
-            defer { storeHeader = nil }
-            return storeHeader
+        let header = guarded.withLock { guarded -> FileDescriptor? in
+            defer { guarded.storeHeader = nil }
+            return guarded.storeHeader
         }
         try? header?.close()  // Squash close error of a read-only descriptor.
         if let copyLock, Self.ownsWorkingCopy(copyLock, workingCopy) {
@@ -366,9 +374,9 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
         documentLock?.release()
         publish(.closed)
         // > finish() runs onTermination, which takes the lock: finish outside it.
-        let finished = lock.withLock { () -> [AsyncStream<State>.Continuation] in
-            defer { continuations.removeAll() }
-            return Array(continuations.values)
+        let finished = guarded.withLock { guarded -> [AsyncStream<State>.Continuation] in
+            defer { guarded.continuations.removeAll() }
+            return Array(guarded.continuations.values)
         }
         for continuation in finished { continuation.finish() }
     }
@@ -383,21 +391,22 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
     }
 
     private func publish(_ state: State) {
-        let continuations = lock.withLock { Array(self.continuations.values) }
+        let continuations = guarded.withLock { Array($0.continuations.values) }
         for continuation in continuations { continuation.yield(state) }
     }
 
     /// A commit happened on the working copy (or the state is asked for: `VACUUM` commits without telling
     /// transaction observers): the first change after a save makes the document edited.
     fileprivate func noticeChanges() {
-        guard let generation = lock.withLock({ _state == .normal ? savedGeneration : nil }) else { return }
+        guard let generation = guarded.withLock({ $0.state == .normal ? $0.savedGeneration : nil }) else { return }
         guard let counter = try? currentChangeCounter() else {
             return  // unreadable header: the next commit tries again, and the save reads the store itself
         }
-        let changed = lock.withLock { () -> Bool in
+        let changed = guarded.withLock { guarded -> Bool in
             // > A save or revert in between read a newer counter: this one is stale.
-            guard _state == .normal, generation == savedGeneration, counter != savedChangeCounter else { return false }
-            _state = .hasUnsavedChanges
+            guard guarded.state == .normal, generation == guarded.savedGeneration,
+                  counter != guarded.savedChangeCounter else { return false }
+            guarded.state = .hasUnsavedChanges
             return true
         }
         if changed { publish(.hasUnsavedChanges) }
@@ -406,8 +415,8 @@ public final class Document: @unchecked Sendable {  // mutable state is guarded 
     /// The working copy's change counter now (the descriptor is read under the lock, so `close()` cannot close it
     /// in between).
     private func currentChangeCounter() throws -> UInt32 {
-        try lock.withLock {
-            guard let storeHeader else { throw closedError() }
+        try guarded.withLock { guarded in
+            guard let storeHeader = guarded.storeHeader else { throw closedError() }
             return try Self.changeCounter(storeHeader, path: workingCopy.store)
         }
     }
@@ -448,12 +457,4 @@ private final class ChangeObserver: TransactionObserver {
     func databaseDidChange(with event: DatabaseEvent) {}
     func databaseDidCommit(_ db: Database) { document?.noticeChanges() }
     func databaseDidRollback(_ db: Database) {}
-}
-
-extension NSLock {
-    func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        lock()
-        defer { unlock() }
-        return try body()
-    }
 }

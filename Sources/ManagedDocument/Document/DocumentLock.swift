@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import Synchronization
 import SystemPackage
 
 /// The one-writer lock of a document: an exclusive `flock(2)` on `.<bundle name>.lock` beside the bundle.
@@ -16,11 +17,11 @@ import SystemPackage
 /// safe because taking the lock checks, once `flock` succeeded, that the locked file is still the one under the
 /// name: a waiter that locked a file its holder had just removed lets go and starts again with the new one. A lock
 /// file left by a process that died is simply taken by the next writer.
-final class DocumentLock: @unchecked Sendable {  // the descriptor is closed once, under `state`
+final class DocumentLock: Sendable {
     let path: FilePath
     private let descriptor: FileDescriptor
-    private let state = NSLock()
-    private var isReleased = false
+    /// Set by the first ``release()``: the descriptor is closed once.
+    private let isReleased = Mutex(false)
 
     static func path(for bundle: FilePath) -> FilePath {
         let parent = bundle.removingLastComponent()
@@ -96,12 +97,12 @@ final class DocumentLock: @unchecked Sendable {  // the descriptor is closed onc
 
     /// Releases the lock and removes its file (while still holding it, so no one can be relying on that file).
     func release() {
-        state.lock()
-        defer { state.unlock() }
-        guard !isReleased else { return }
-        isReleased = true
-        _ = path.withPlatformString { unlink($0) }  // A file that cannot be removed stays, harmless and reusable.
-        try? descriptor.close()  // Squash close error: closing releases the flock either way.
+        isReleased.withLock { isReleased in
+            guard !isReleased else { return }
+            isReleased = true
+            _ = path.withPlatformString { unlink($0) }  // A file that cannot be removed stays, harmless and reusable.
+            try? descriptor.close()  // Squash close error: closing releases the flock either way.
+        }
     }
 
     deinit { release() }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import SystemPackage
 
 /// The check a consolidated copy must pass before its bundle may take its name: `PRAGMA integrity_check`, and the
@@ -9,11 +10,12 @@ import SystemPackage
 /// of the copy and the packing overlap; nothing irreversible happens before ``result()`` has returned: the bundle
 /// is renamed into place only afterwards, and the legacy files are disposed of later still. A failed check
 /// discards the written temporary like any other failure.
-final class CopyCheck: @unchecked Sendable {  // `outcome` is written once, before `done` is signalled
+final class CopyCheck: Sendable {
     let isInBackground: Bool
-    private var outcome: Result<StoreFacts, any Error>?
+    /// The check's outcome, set once when it ends.
+    private let outcome = Mutex<Result<StoreFacts, any Error>?>(nil)
+    /// Signalled when `outcome` is set (and again by every ``result()`` that waited, for the next one).
     private let done = DispatchSemaphore(value: 0)
-    private var waited = false
 
     /// Starts the check: on a new thread when `inBackground`, otherwise right here.
     ///
@@ -25,25 +27,25 @@ final class CopyCheck: @unchecked Sendable {  // `outcome` is written once, befo
         }
         if inBackground {
             let thread = Thread { [self] in
-                outcome = run()
+                let result = run()
+                outcome.withLock { $0 = result }
                 done.signal()
             }
             thread.name = "ManagedDocument.check"
             thread.stackSize = 1 << 20
             thread.start()
         } else {
-            outcome = run()
+            let result = run()
+            outcome.withLock { $0 = result }
             done.signal()
         }
     }
 
     /// The copy's facts once the check has passed; waits for it to end. Throws the check's error.
     func result() throws -> StoreFacts {
-        if !waited {
-            done.wait()
-            waited = true
-        }
-        return try outcome!.get()
+        done.wait()
+        done.signal()
+        return try outcome.withLock { $0! }.get()
     }
 
     private static func check(_ copy: FilePath, source: FilePath, before: StoreFacts,

@@ -14,7 +14,7 @@ import Dispatch
 /// item and gives it back when the item is done, and ``whileWaiting(_:)`` gives it back around a wait. A wait must
 /// never hold a turn: the conversion it waits for may need one to finish. Which turn a thread holds is
 /// thread-local, so the file-system layer needs no parameter for it.
-final class CPUTurns: @unchecked Sendable {  // only the semaphore is shared
+final class CPUTurns: Sendable {
     private let semaphore: DispatchSemaphore
 
     init(count: Int) {

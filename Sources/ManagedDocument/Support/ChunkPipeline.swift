@@ -1,5 +1,6 @@
 import Crypto
 import Dispatch
+import Synchronization
 
 /// Chunks of a stream, hashed with SHA-256 on a second thread while the caller fills the next one.
 ///
@@ -7,12 +8,13 @@ import Dispatch
 /// it over with ``submit(_:)``; the hash runs on a serial queue, in order, while the caller goes on. A small ring of
 /// buffers bounds memory (`count × size`); ``acquire()`` waits when all of them are still being hashed. On a
 /// machine where SHA-256 is slower than inflating or copying, this takes the hash off the critical path.
-final class ChunkPipeline: @unchecked Sendable {  // `hasher` is only touched on `queue`; buffers by the ring protocol
+final class ChunkPipeline {
     static let chunkSize = 256 << 10  // four of them: 1 MiB in flight, enough to keep both threads busy
 
     /// What the hashing closures touch; they never hold the pipeline itself, so its deinit runs on the owner's thread.
-    private final class Shared: @unchecked Sendable {  // `hasher` is only touched on `queue`
-        var hasher = SHA256()
+    private final class Shared: Sendable {
+        /// Touched on `queue` (or inline); the lock is uncontended, taken once per chunk.
+        let hasher = Mutex(SHA256())
         let free: DispatchSemaphore
         init(count: Int) { free = DispatchSemaphore(value: count) }
     }
@@ -62,16 +64,15 @@ final class ChunkPipeline: @unchecked Sendable {  // `hasher` is only touched on
     func submit(_ count: Int) {
         guard let buffer = acquired else { preconditionFailure("submit() without acquire()") }
         acquired = nil
-        if hashesInline {
-            shared.hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-            shared.free.signal()
-            return
-        }
+        // > The buffer goes by address: it stays ours, unused, until `free` is signalled.
         let start = UInt(bitPattern: buffer.baseAddress)
-        queue.async { [shared] in
-            shared.hasher.update(bufferPointer: UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: start), count: count))
+        let hash: @Sendable () -> Void = { [shared] in
+            shared.hasher.withLock {
+                $0.update(bufferPointer: UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: start), count: count))
+            }
             shared.free.signal()
         }
+        if hashesInline { hash() } else { queue.async(execute: hash) }
     }
 
     /// Returns the acquired buffer unused (at the end of the stream).
@@ -84,9 +85,10 @@ final class ChunkPipeline: @unchecked Sendable {  // `hasher` is only touched on
     func finalize() -> String {
         giveBack()
         return queue.sync {
-            let digest = shared.hasher.finalize().hexString
-            shared.hasher = SHA256()
-            return digest
+            shared.hasher.withLock { hasher in
+                defer { hasher = SHA256() }
+                return hasher.finalize().hexString
+            }
         }
     }
 }

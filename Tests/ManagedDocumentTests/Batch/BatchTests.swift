@@ -382,7 +382,7 @@ struct BatchTests {
             options.conversion.legacyPolicy = .keep
             let batch = BatchConverter(root: root, options: options)
             let seen = Locked<[BatchItem]>([])
-            let summary = try batch.run { item in seen.withValue { $0.append(item) } }
+            let summary = try await batch.run { item in seen.withValue { $0.append(item) } }
             let items = seen.withValue { $0 }
             #expect(Dictionary(uniqueKeysWithValues: items.map { ($0.source, $0.outcome.rawValue) }) == tree.expectedOutcomes)
             #expect(summary.items == items.count && !summary.interrupted)
@@ -396,7 +396,7 @@ struct BatchTests {
             _ = try BatchTree(in: second, groups: 2)
             let cancelled = BatchConverter(root: second, options: options)
             cancelled.cancel()
-            let stopped = try cancelled.run { _ in }
+            let stopped = try await cancelled.run { _ in }
             #expect(stopped.interrupted && stopped.count(.converted) == 0)
         }
     }
@@ -420,7 +420,7 @@ struct BatchTests {
             options.jobs = 1
             options.conversion.legacyPolicy = .keep
             let items = Locked<[BatchItem]>([])
-            _ = try BatchConverter(root: package, options: options).run { item in items.withValue { $0.append(item) } }
+            _ = try await BatchConverter(root: package, options: options).run { item in items.withValue { $0.append(item) } }
             let reported = items.withValue { $0 }
             #expect(reported.count == 1, "\(reported.map(\.source))")
             #expect(reported.first?.outcome == .converted)

@@ -145,7 +145,7 @@ struct DiskFullTests {
             options.jobs = 1
             options.conversion.legacyPolicy = .keep
             let items = Locked<[BatchItem]>([])
-            _ = try BatchConverter(root: disk, options: options).run { item in items.withValue { $0.append(item) } }
+            _ = try await BatchConverter(root: disk, options: options).run { item in items.withValue { $0.append(item) } }
             let outcomes = Dictionary(uniqueKeysWithValues: items.withValue { $0 }.map { ($0.source, $0) })
             #expect(outcomes["a.sqlite"]?.outcome == .converted)
             #expect(outcomes["b.sqlite"]?.outcome == .converted)
@@ -157,7 +157,7 @@ struct DiskFullTests {
                 #expect(left.isEmpty, "\(left)")
             try grow(16 * 1024)
             let again = Locked<[BatchItem]>([])
-            _ = try BatchConverter(root: disk, options: options).run { item in again.withValue { $0.append(item) } }
+            _ = try await BatchConverter(root: disk, options: options).run { item in again.withValue { $0.append(item) } }
             let rerun = Dictionary(uniqueKeysWithValues: again.withValue { $0 }.map { ($0.source, $0.outcome) })
             #expect(rerun["big.sqlite"] == .converted, "\(rerun)")
             #expect(rerun["a.sqlite"] == .alreadyDone, "\(rerun)")

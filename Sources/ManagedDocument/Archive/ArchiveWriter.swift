@@ -131,7 +131,7 @@ final class ArchiveWriter {
             if isLarge && compressionThreads > 0 {
                 return try addDeflatedEntry(named: name, size: size, workers: compressionThreads, read: read)
             }
-            if carchive_deflate_is_fast(Int32(deflateLevel)) != 0 {  // libarchive deflates with zlib only
+            if DeflateEngine.isFast(deflateLevel) {  // libarchive deflates with zlib only
                 return try addDeflatedEntry(named: name, size: size, workers: 0, read: read)
             }
         }
@@ -234,9 +234,9 @@ final class ArchiveWriter {
             case .sizeMismatch(let grew):
                 throw DocumentError(.sizeMismatch, path: path, entry: name,
                                     reason: "the source \(grew ? "grew" : "shrank") while it was being packed; nothing was replaced")
-            case .compressor(let engine, let status):
+            case .compressor(let engine, let failure):
                 throw DocumentError(.ioFailure, path: path, entry: name,
-                                    reason: "\(engine) could not deflate the data (status \(status)); nothing was replaced")
+                                    reason: "\(engine) could not deflate the data (\(failure == .overflow ? "its output overflowed the bound" : "it refused")); nothing was replaced")
             case .outOfMemory:
                 throw DocumentError(.ioFailure, path: path, entry: name,
                                     reason: "there is not enough memory for a compressor; nothing was replaced")
@@ -428,7 +428,7 @@ private final class Sink {
         fileOffset += Int64(bytes.count)
         if fileOffset - writebackOffset >= Self.writebackInterval {
             // > Only a hint: where the kernel cannot, the fsync before the rename writes everything as before.
-            _ = carchive_start_writeback(descriptor.rawValue, writebackOffset, fileOffset - writebackOffset)
+            _ = sync_file_range(descriptor.rawValue, writebackOffset, fileOffset - writebackOffset, 2 /* SYNC_FILE_RANGE_WRITE */)
             writebackOffset = fileOffset
         }
     }

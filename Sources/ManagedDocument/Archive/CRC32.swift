@@ -2,6 +2,11 @@ import CArchive
 
 /// zlib's CRC-32, the checksum zip stores for every entry.
 struct CRC32 {
+    /// The CRC-32 of A followed by B, from the CRCs of A and B and B's length (zlib's `crc32_combine`).
+    static func combine(_ crcA: UInt32, _ crcB: UInt32, lengthB: Int) -> UInt32 {
+        UInt32(truncatingIfNeeded: crc32_combine(UInt(crcA), UInt(crcB), lengthB))
+    }
+
     private(set) var value: UInt32 = 0
 
     mutating func update(_ bytes: [UInt8]) {
@@ -13,7 +18,7 @@ struct CRC32 {
         var offset = 0
         while offset < bytes.count {
             let chunk = min(bytes.count - offset, Int(UInt32.max >> 1))
-            value = carchive_crc32(value, base + offset, UInt32(chunk))
+            value = crc32_gzip_refl(value, base.assumingMemoryBound(to: UInt8.self) + offset, UInt64(chunk))
             offset += chunk
         }
     }
@@ -22,7 +27,6 @@ struct CRC32 {
 /// Whether deflating is worth it: a sample of the data (its first 64 KiB) shrinks by at least 5 % at ISA-L's level 1.
 /// Already-compressed content (photos, archives) is stored instead, which is faster to write and to read.
 func isWorthDeflating(_ sample: UnsafeRawBufferPointer) -> Bool {
-    guard let base = sample.baseAddress, sample.count >= 512 else { return true }
-    let deflated = carchive_deflated_size(base, UInt(sample.count))
-    return deflated == 0 || Double(deflated) < Double(sample.count) * 0.95
+    guard sample.count >= 512, let deflated = DeflateEngine.deflatedSize(of: sample) else { return true }
+    return Double(deflated) < Double(sample.count) * 0.95
 }

@@ -14,7 +14,7 @@ final class EntryReader {
     private let descriptor: FileDescriptor
     private let path: FilePath
     private let input: UnsafeMutableRawBufferPointer
-    private let inflater: UnsafeMutablePointer<carchive_stream_inflater>?
+    private let inflater: StreamInflater?
     private var entry: BundleEntry?
     private var nextOffset: UInt64 = 0
     private var remaining: UInt64 = 0
@@ -31,7 +31,7 @@ final class EntryReader {
         self.path = path
         input = .allocate(byteCount: Self.inputSize, alignment: 64)
         if deflated {
-            guard let inflater = carchive_stream_inflater_new() else {
+            guard let inflater = StreamInflater() else {
                 input.deallocate()
                 throw DocumentError(.ioFailure, path: path, reason: "cannot allocate memory to inflate the bundle's entries")
             }
@@ -43,7 +43,6 @@ final class EntryReader {
 
     deinit {
         input.deallocate()
-        if let inflater { carchive_stream_inflater_free(inflater) }
     }
 
     /// Starts reading `entry`.
@@ -54,7 +53,7 @@ final class EntryReader {
         remaining = entry.compressedSize
         crc = CRC32()
         isFinished = false
-        if entry.isCompressed, let inflater { carchive_stream_inflater_reset(inflater) }
+        if entry.isCompressed, let inflater { inflater.reset() }
     }
 
     /// Fills `buffer` with the entry's next bytes; 0 at its end, once its stream and CRC-32 have been checked.
@@ -85,21 +84,19 @@ final class EntryReader {
     private func inflate(into buffer: UnsafeMutableRawBufferPointer, _ entry: BundleEntry) throws -> Int {
         let inflater = inflater!
         while true {
-            if carchive_stream_inflater_pending(inflater) == 0 && remaining > 0 {
+            if inflater.pending == 0 && remaining > 0 {
                 let wanted = Int(min(UInt64(input.count), remaining))
                 let count = try pread(into: UnsafeMutableRawBufferPointer(rebasing: input[..<wanted]))
                 remaining -= UInt64(count)
-                carchive_stream_inflater_feed(inflater, input.baseAddress!, UInt32(count))
+                inflater.feed(UnsafeRawBufferPointer(rebasing: input[..<count]))
             }
-            var finished: Int32 = 0
-            let pendingBefore = carchive_stream_inflater_pending(inflater)
-            let produced = carchive_stream_inflate(inflater, buffer.baseAddress!, UInt32(buffer.count), &finished)
-            guard produced >= 0 else {
+            let pendingBefore = inflater.pending
+            guard let (produced, finished) = inflater.inflate(into: buffer) else {
                 throw DocumentError.corrupt("the entry's deflate data is not valid", path: path, entry: entry.name)
             }
-            if finished != 0 {
+            if finished {
                 // > The stream must end exactly where the entry's bytes do: what follows it would be read by nobody.
-                if remaining > 0 || carchive_stream_inflater_has_trailing_bytes(inflater) != 0 {
+                if remaining > 0 || inflater.hasTrailingBytes {
                     throw DocumentError.corrupt("the entry's deflate stream ends before its data does",
                                                 path: path, entry: entry.name)
                 }
@@ -107,7 +104,7 @@ final class EntryReader {
                 return 0
             }
             if produced > 0 { return produced }
-            let pending = carchive_stream_inflater_pending(inflater)
+            let pending = inflater.pending
             if remaining == 0 && pending == 0 {
                 throw DocumentError.corrupt("the entry's deflate stream does not end where its data does",
                                             path: path, entry: entry.name)

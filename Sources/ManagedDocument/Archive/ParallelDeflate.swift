@@ -30,7 +30,7 @@ final class ParallelDeflater {
     /// Bytes per slice at a level: ISA-L compresses 128 KiB slices without a dictionary about as small as 64 KiB
     /// slices primed with one, and much faster; zlib's slices stay at 64 KiB (pigz's scheme, less memory a slot).
     static func sliceSize(forLevel level: Int) -> Int {
-        carchive_deflate_is_fast(Int32(level)) != 0 ? 128 << 10 : minimumSliceSize
+        DeflateEngine.isFast(level) ? 128 << 10 : minimumSliceSize
     }
 
     /// The result of one compression.
@@ -45,8 +45,8 @@ final class ParallelDeflater {
 
     /// Why a compression stopped; the caller names the entry.
     enum Failure: Error {
-        /// The compressor (ISA-L or zlib) refused, with its status, or the output did not fit its bound.
-        case compressor(String, Int)
+        /// The compressor (ISA-L or zlib, named) refused, or the output did not fit its bound.
+        case compressor(String, SliceDeflater.Failure)
         /// A compressor's state could not be allocated.
         case outOfMemory
         /// The source produced more or fewer bytes than announced.
@@ -65,6 +65,7 @@ final class ParallelDeflater {
         var isRestart = false
         var isPending = false
         var compressedLength = 0
+        var failure: SliceDeflater.Failure?
         var crc32: UInt32 = 0
 
         /// A slot for slices of up to `capacity` bytes.
@@ -88,30 +89,36 @@ final class ParallelDeflater {
     private final class Worker: @unchecked Sendable {  // a C codec handle, touched only on its own serial queue
         /// `nil` for the caller's own thread.
         let queue: DispatchQueue?
-        let deflater: UnsafeMutablePointer<carchive_deflater>
+        let deflater: SliceDeflater
 
         init(index: Int?, level: Int) throws {
             queue = index.map { DispatchQueue(label: "ManagedDocument.deflate.\($0)") }
-            guard let deflater = carchive_deflater_new(Int32(level)) else { throw Failure.outOfMemory }
+            guard let deflater = SliceDeflater(level: level) else { throw Failure.outOfMemory }
             self.deflater = deflater
         }
 
-        deinit { carchive_deflater_free(deflater) }
-
         func compress(_ slot: Slot) {
-            let status = carchive_deflate_slice(
-                deflater, slot.input.baseAddress! + (ParallelDeflater.dictionarySize - slot.dictionaryLength),
-                UInt32(slot.dictionaryLength), slot.input.baseAddress! + ParallelDeflater.dictionarySize,
-                UInt32(slot.length), slot.output.baseAddress!, UInt32(slot.output.count), slot.isLast ? 1 : 0)
-            slot.compressedLength = status
-            slot.crc32 = carchive_crc32(0, slot.input.baseAddress! + ParallelDeflater.dictionarySize, UInt32(slot.length))
+            let dictionary = UnsafeRawBufferPointer(
+                rebasing: slot.input[(ParallelDeflater.dictionarySize - slot.dictionaryLength)..<ParallelDeflater.dictionarySize])
+            let input = UnsafeRawBufferPointer(rebasing: slot.slice[..<slot.length])
+            switch deflater.deflate(dictionary: dictionary, input: input, into: slot.output, isLast: slot.isLast) {
+            case .success(let length):
+                slot.compressedLength = length
+                slot.failure = nil
+            case .failure(let failure):
+                slot.compressedLength = 0
+                slot.failure = failure
+            }
+            var crc = CRC32()
+            crc.update(input)
+            slot.crc32 = crc.value
             slot.done.signal()
         }
     }
 
     /// The output space that always holds one compressed slice of `length` bytes.
     static func outputCapacity(forSlice length: Int) -> Int {
-        Int(carchive_deflate_slice_capacity(UInt(length)))
+        SliceDeflater.capacity(forSlice: length)
     }
 
     /// The most bytes ``compress(size:read:write:)`` can produce for `size` input bytes, whatever the engine (counted
@@ -151,7 +158,7 @@ final class ParallelDeflater {
         precondition(restartInterval > 0 && restartInterval % sliceSize == 0, "restarts fall on slice boundaries")
         self.restartInterval = restartInterval
         self.sliceSize = sliceSize
-        engine = carchive_deflate_is_fast(Int32(level)) != 0 ? "ISA-L" : "zlib"
+        engine = DeflateEngine.name(forLevel: level)
         let capacity = Int(min(Int64(sliceSize), max(1, size ?? Int64(sliceSize))))
         if workers > 0 {
             self.workers = try (0..<workers).map { try Worker(index: $0, level: level) }
@@ -188,11 +195,9 @@ final class ParallelDeflater {
             let slot = slots[emitted % slots.count]
             slot.done.wait()
             slot.isPending = false
-            guard slot.compressedLength >= 0 else {
-                throw Failure.compressor(engine, slot.compressedLength)
-            }
+            if let failure = slot.failure { throw Failure.compressor(engine, failure) }
             if slot.isRestart { restarts.append(compressed) }
-            crc = carchive_crc32_combine(crc, slot.crc32, slot.length)
+            crc = CRC32.combine(crc, slot.crc32, lengthB: slot.length)
             try write(UnsafeRawBufferPointer(rebasing: slot.output[..<slot.compressedLength]))
             compressed += Int64(slot.compressedLength)
             emitted += 1

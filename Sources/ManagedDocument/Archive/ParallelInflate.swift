@@ -24,8 +24,8 @@ final class ParallelInflater {
     static let minInterval: Int64 = 64 << 10
 
     enum Failure: Error {
-        /// The segment at this index is not what a segment must be (see ``carchive_inflate_segment``).
-        case segment(index: Int, status: Int)
+        /// The segment at this index is not what a segment must be (see ``SegmentInflater/Failure``).
+        case segment(index: Int, SegmentInflater.Failure)
         /// The segment inflated to another size than its share.
         case segmentSize(index: Int, produced: Int, expected: Int)
         /// The file ended before the segment's bytes did.
@@ -96,15 +96,13 @@ final class ParallelInflater {
 
     private final class Worker: @unchecked Sendable {  // a C codec handle, touched only on its own serial queue
         let queue: DispatchQueue
-        let inflater: UnsafeMutablePointer<carchive_inflater>
+        let inflater: SegmentInflater
 
         init(index: Int) throws {
             queue = DispatchQueue(label: "ManagedDocument.inflate.\(index)")
-            guard let inflater = carchive_inflater_new() else { throw Failure.outOfMemory }
+            guard let inflater = SegmentInflater() else { throw Failure.outOfMemory }
             self.inflater = inflater
         }
-
-        deinit { carchive_inflater_free(inflater) }
 
         func inflate(_ slot: Slot, from descriptor: FileDescriptor) {
             defer { slot.done.signal() }
@@ -128,10 +126,14 @@ final class ParallelInflater {
                 slot.failure = .io(.ioError)
                 return
             }
-            let status = carchive_inflate_segment(inflater, slot.input.baseAddress!, UInt32(slot.inputLength),
-                                                  slot.output.baseAddress!, UInt32(slot.expected), slot.isLast ? 1 : 0)
-            guard status >= 0 else {
-                slot.failure = .segment(index: slot.index, status: status)
+            let produced = inflater.inflate(UnsafeRawBufferPointer(rebasing: slot.input[..<slot.inputLength]),
+                                            into: UnsafeMutableRawBufferPointer(rebasing: slot.output[..<slot.expected]),
+                                            isLast: slot.isLast)
+            let status: Int
+            switch produced {
+            case .success(let count): status = count
+            case .failure(let failure):
+                slot.failure = .segment(index: slot.index, failure)
                 return
             }
             guard status == slot.expected else {
@@ -139,7 +141,9 @@ final class ParallelInflater {
                 return
             }
             slot.produced = status
-            slot.crc32 = carchive_crc32(0, slot.output.baseAddress!, UInt32(status))
+            var crc = CRC32()
+            crc.update(UnsafeRawBufferPointer(rebasing: slot.output[..<status]))
+            slot.crc32 = crc.value
         }
     }
 
@@ -200,7 +204,7 @@ final class ParallelInflater {
             if let failure = slot.failure { throw failure }
             let bytes = UnsafeRawBufferPointer(rebasing: slot.output[..<slot.produced])
             hasher.update(bufferPointer: bytes)
-            crc = carchive_crc32_combine(crc, slot.crc32, slot.produced)
+            crc = CRC32.combine(crc, slot.crc32, lengthB: slot.produced)
             try consume(bytes)
             emitted += 1
         }
@@ -210,5 +214,5 @@ final class ParallelInflater {
 
 /// Gives the heap's free pages back to the system (glibc keeps freed buffers of a few hundred KiB in the heap).
 func releaseFreedMemory() {
-    carchive_release_freed_memory()
+    malloc_trim(0)
 }

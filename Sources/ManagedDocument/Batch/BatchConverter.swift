@@ -162,7 +162,7 @@ public struct BatchProgress: Sendable {
 /// var options = BatchOptions()
 /// options.conversion.legacyPolicy = .keep
 /// let batch = BatchConverter(root: "/srv/home", options: options)
-/// let summary = batch.run { item in print(item.outcome, item.source) }
+/// let summary = try await batch.run { item in print(item.outcome, item.source) }
 /// ```
 public final class BatchConverter: Sendable {
     /// The folder (or single store) being converted, with a symbolic link given as the root resolved.

@@ -235,7 +235,7 @@ public struct BatchReport: Codable, Sendable, Equatable {
 /// let run = BatchReport(root: "/srv/home", shard: .all, dryRun: false, legacy: "backup",
 ///                       compression: "deflate", jobs: 4, generator: "my-app 1.0")
 /// let file = try BatchReportFile(path: "/srv/reports/home.json", run: run)
-/// let summary = try BatchConverter(root: "/srv/home").run { item in file.add(item) }
+/// let summary = try await BatchConverter(root: "/srv/home").run { item in file.add(item) }
 /// let merged = try file.commit(summary: summary)
 /// ```
 public final class BatchReportFile: Sendable {

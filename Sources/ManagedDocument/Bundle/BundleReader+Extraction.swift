@@ -269,13 +269,13 @@ extension BundleReader {
                                           compressedSize: entry.compressedSize, restarts: restarts, consume: consume)
         } catch let failure as ParallelInflater.Failure {
             switch failure {
-            case .segment(let index, let status) where status == -2:
+            case .segment(let index, .overflow):
                 throw DocumentError(.sizeMismatch, path: path, entry: entry.name,
                                     reason: "segment \(index) inflates to more than its share of the \(entry.size) bytes its header declares (a zip bomb, or damage); stopped")
-            case .segment(let index, let status) where status == -3:
+            case .segment(let index, .misplacedEnd):
                 throw DocumentError.corrupt("segment \(index) of the deflate stream does not end where the metadata's restart index says",
                                             path: path, entry: entry.name)
-            case .segment(let index, _):
+            case .segment(let index, .invalid):
                 throw DocumentError.corrupt("segment \(index) of the deflate stream is not valid deflate data",
                                             path: path, entry: entry.name)
             case .segmentSize(let index, let produced, let expected):

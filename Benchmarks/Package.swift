@@ -29,9 +29,14 @@ let package = Package(
             name: "zipfoundation-peer",
             dependencies: [.product(name: "ZIPFoundation", package: "ZIPFoundation")]
         ),
+        .target(
+            name: "BenchmarkSupport",
+            dependencies: [.product(name: "SystemPackage", package: "swift-system")]
+        ),
         .executableTarget(
             name: "document-benchmark",
             dependencies: [
+                "BenchmarkSupport",
                 .product(name: "ManagedDocument", package: "ManagedDocument"),
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -40,6 +45,7 @@ let package = Package(
         .executableTarget(
             name: "convert-benchmark",
             dependencies: [
+                "BenchmarkSupport",
                 .product(name: "ManagedDocument", package: "ManagedDocument"),
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "GRDB", package: "GRDB.swift"),

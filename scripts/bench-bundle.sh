@@ -32,7 +32,7 @@ for tool in python3 zip unzip bsdtar /usr/bin/time swift; do
     command -v "$tool" >/dev/null || { echo "missing: $tool" >&2; exit 69; }
 done
 
-log() { echo "[bench] $*" >&2; }
+source "$root/scripts/bench-common.sh"
 
 echo "# Bundle benchmark"
 echo
@@ -46,30 +46,10 @@ BIN="$(swift build -c release --package-path Benchmarks --show-bin-path)/bundle-
 PEER="$(swift build -c release --package-path Benchmarks --show-bin-path)/zipfoundation-peer"
 [[ -x $BIN && -x $PEER ]] || { echo "no benchmark binaries at $BIN, $PEER" >&2; exit 70; }
 
-# --- work folder and cleanup ------------------------------------------------------------------------------------
-mkdir -p "$DIR"
-DIR=$(cd "$DIR" && pwd)
-WORK="$DIR/run"  # everything this script writes, removed at the end unless BENCH_KEEP=1
-rm -rf "$WORK"
+# --- work folder, cleanup and page cache (scripts/bench-common.sh) ----------------------------------------------
+bench_work_folder run
 mkdir -p "$WORK/out"
-cleanup() {
-    if [[ $KEEP == 1 ]]; then
-        log "kept $WORK (BENCH_KEEP=1)"
-    else
-        rm -rf "$WORK"
-        rmdir "$DIR" 2>/dev/null || true
-    fi
-}
-trap cleanup EXIT
-
-# --- page cache -------------------------------------------------------------------------------------------------
-DROP=0
-if [[ ${BENCH_DROP_CACHES:-1} != 0 ]] && (sync && echo 3 >/proc/sys/vm/drop_caches) 2>/dev/null; then
-    DROP=1
-fi
-drop_caches() {
-    if [[ $DROP == 1 ]]; then sync; echo 3 >/proc/sys/vm/drop_caches; fi
-}
+bench_page_cache
 
 # --- the store ---------------------------------------------------------------------------------------------------
 STORE="$WORK/persistentStore"

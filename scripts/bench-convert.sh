@@ -55,7 +55,7 @@ for tool in python3 zip unzip sqlite3 /usr/bin/time swift; do
     command -v "$tool" >/dev/null || { echo "missing: $tool (scripts/setup.sh installs it)" >&2; exit 69; }
 done
 
-log() { echo "[bench] $*" >&2; }
+source "$root/scripts/bench-common.sh"
 
 echo "# Conversion benchmark"
 echo
@@ -80,30 +80,10 @@ for binary in "$DOCCONVERT" "$GENERATOR"; do
     [[ -x $binary ]] || { echo "no binary at $binary" >&2; exit 70; }
 done
 
-# --- work folder and cleanup ------------------------------------------------------------------------------------
-mkdir -p "$DIR"
-DIR=$(cd "$DIR" && pwd)
-WORK="$DIR/convert"  # everything this script writes, removed at the end unless BENCH_KEEP=1
-rm -rf "$WORK"
+# --- work folder, cleanup and page cache (scripts/bench-common.sh) ----------------------------------------------
+bench_work_folder convert
 mkdir -p "$WORK/source"
-cleanup() {
-    if [[ $KEEP == 1 ]]; then
-        log "kept $WORK (BENCH_KEEP=1)"
-    else
-        rm -rf "$WORK"
-        rmdir "$DIR" 2>/dev/null || true
-    fi
-}
-trap cleanup EXIT
-
-# --- page cache -------------------------------------------------------------------------------------------------
-DROP=0
-if [[ ${BENCH_DROP_CACHES:-1} != 0 ]] && (sync && echo 3 >/proc/sys/vm/drop_caches) 2>/dev/null; then
-    DROP=1
-fi
-drop_caches() {
-    if [[ $DROP == 1 ]]; then sync; echo 3 >/proc/sys/vm/drop_caches; fi
-}
+bench_page_cache
 
 # --- the store ---------------------------------------------------------------------------------------------------
 NAME=Journal.sqlite

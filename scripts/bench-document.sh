@@ -45,7 +45,7 @@ for tool in python3 zip unzip /usr/bin/time swift; do
     command -v "$tool" >/dev/null || { echo "missing: $tool" >&2; exit 69; }
 done
 
-log() { echo "[bench] $*" >&2; }
+source "$root/scripts/bench-common.sh"
 
 echo "# Document benchmark"
 echo
@@ -60,30 +60,9 @@ swift build -c release --package-path Benchmarks "${build_flags[@]}" >&2
 BIN="$(swift build -c release --package-path Benchmarks "${build_flags[@]}" --show-bin-path)/document-benchmark"
 [[ -x $BIN ]] || { echo "no benchmark binary at $BIN" >&2; exit 70; }
 
-# --- work folder and cleanup ------------------------------------------------------------------------------------
-mkdir -p "$DIR"
-DIR=$(cd "$DIR" && pwd)
-WORK="$DIR/document-run"  # everything this script writes, removed at the end unless BENCH_KEEP=1
-rm -rf "$WORK"
-mkdir -p "$WORK"
-cleanup() {
-    if [[ $KEEP == 1 ]]; then
-        log "kept $WORK (BENCH_KEEP=1)"
-    else
-        rm -rf "$WORK"
-        rmdir "$DIR" 2>/dev/null || true
-    fi
-}
-trap cleanup EXIT
-
-# --- page cache -------------------------------------------------------------------------------------------------
-DROP=0
-if [[ ${BENCH_DROP_CACHES:-1} != 0 ]] && (sync && echo 3 >/proc/sys/vm/drop_caches) 2>/dev/null; then
-    DROP=1
-fi
-drop_caches() {
-    if [[ $DROP == 1 ]]; then sync; echo 3 >/proc/sys/vm/drop_caches; fi
-}
+# --- work folder, cleanup and page cache (scripts/bench-common.sh) ----------------------------------------------
+bench_work_folder document-run
+bench_page_cache
 SAVE_FLAG=""
 [[ $DROP == 1 ]] && SAVE_FLAG="--drop-caches"
 

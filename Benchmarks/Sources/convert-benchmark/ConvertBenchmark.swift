@@ -20,6 +20,7 @@ import Glibc
 import Darwin
 #endif
 import Foundation
+import BenchmarkSupport
 import GRDB
 import ManagedDocument
 import SystemPackage
@@ -226,36 +227,5 @@ struct ConvertBenchmark {
 
     // MARK: Support
 
-    static func fail(_ message: String, status: Int32) -> Never {
-        _ = try? FileDescriptor.standardError.writeAll((message + "\n").utf8)
-        exit(status)
-    }
-}
-
-/// A small, fast, deterministic generator (SplitMix64), so that every run makes the same rows (the document
-/// benchmark's; executable targets cannot share code without a library target).
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func fill(_ bytes: inout [UInt8]) {
-        var index = 0
-        while index < bytes.count {
-            var word = next()
-            for _ in 0..<min(8, bytes.count - index) {
-                bytes[index] = UInt8(truncatingIfNeeded: word)
-                word >>= 8
-                index += 1
-            }
-        }
-    }
+    static func fail(_ message: String, status: Int32) -> Never { BenchmarkSupport.fail(message, status: status) }
 }

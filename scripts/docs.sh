@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the documentation and checks it; installs the man page and shell completions.
 #
-#   scripts/docs.sh            # check: the DocC catalog builds with warnings as errors, every public symbol of the
-#                              # library has a doc comment, the man page generates (CI runs this)
+#   scripts/docs.sh            # check: no layer of the library reaches upward (scripts/docs/layers.py), the DocC
+#                              # catalog builds with warnings as errors, every public symbol of the library has a
+#                              # doc comment, the man page generates (CI runs this)
 #   scripts/docs.sh install [PREFIX]
 #                              # build docconvert (release), install it, its man page and its bash, zsh and fish
 #                              # completions under PREFIX (default /usr/local)
@@ -42,6 +43,8 @@ check() {
     local graphs
     graphs=$(sed -n 's/^Files written to //p' "$out/symbols.log")
     python3 scripts/docs/undocumented.py "${graphs:-.build/symbolgraph}"/ManagedDocument.symbols.json
+    log "checking that no layer of the library reaches upward"
+    python3 scripts/docs/layers.py
     manual
     log "documentation checks passed: $out"
 }

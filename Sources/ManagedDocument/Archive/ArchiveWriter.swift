@@ -13,7 +13,7 @@ struct EntryDigest: Equatable, Sendable {
     var size: Int64
     var sha256: String
     /// Where the entry's deflate stream starts afresh, when ``ParallelDeflater`` made it.
-    var restarts: DocumentMetadata.DeflateRestarts? = nil
+    var restarts: DeflateRestarts? = nil
 }
 
 /// Streams a zip archive through libarchive whose first entry is a bare `mimetype` entry.
@@ -25,6 +25,9 @@ struct EntryDigest: Equatable, Sendable {
 ///
 /// Not `Sendable`: a libarchive handle belongs to one task.
 final class ArchiveWriter {
+    /// The name of the bare first entry that holds the media type (the convention of ODF and EPUB containers).
+    static let mimetypeEntryName = "mimetype"
+
     private let handle: OpaquePointer  // struct archive *
     private let sink: Sink
     private let path: FilePath
@@ -55,7 +58,7 @@ final class ArchiveWriter {
         self.forcesZIP64 = forcesZIP64
         self.sink = Sink(descriptor: descriptor, path: path)
 
-        let name = Array(BundleLayout.mimetype.utf8)
+        let name = Array(Self.mimetypeEntryName.utf8)
         let content = Array(mediaType.utf8)
         var crc = CRC32()
         crc.update(content)

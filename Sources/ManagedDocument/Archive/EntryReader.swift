@@ -10,12 +10,24 @@ import SystemPackage
 /// the size the directory declares). Memory: one 64 KiB input buffer and ISA-L's state of about 70 KiB.
 ///
 /// Not `Sendable`: one entry at a time, driven from one thread.
+/// Where one entry's data lies in the file, and what it must check out to, as a checked central directory says.
+struct EntryLocation: Sendable, Equatable {
+    /// The entry's name, for messages.
+    var name: String
+    /// Where its data starts (after the local header).
+    var dataOffset: UInt64
+    var compressedSize: UInt64
+    /// Whether it is deflated (otherwise stored).
+    var isCompressed: Bool
+    var crc32: UInt32
+}
+
 final class EntryReader {
     private let descriptor: FileDescriptor
     private let path: FilePath
     private let input: UnsafeMutableRawBufferPointer
     private let inflater: StreamInflater?
-    private var entry: BundleEntry?
+    private var entry: EntryLocation?
     private var nextOffset: UInt64 = 0
     private var remaining: UInt64 = 0
     private var crc = CRC32()
@@ -46,7 +58,7 @@ final class EntryReader {
     }
 
     /// Starts reading `entry`.
-    func start(_ entry: BundleEntry) {
+    func start(_ entry: EntryLocation) {
         precondition(!entry.isCompressed || inflater != nil, "a deflated entry needs an inflater")
         self.entry = entry
         nextOffset = entry.dataOffset
@@ -81,7 +93,7 @@ final class EntryReader {
         return count
     }
 
-    private func inflate(into buffer: UnsafeMutableRawBufferPointer, _ entry: BundleEntry) throws -> Int {
+    private func inflate(into buffer: UnsafeMutableRawBufferPointer, _ entry: EntryLocation) throws -> Int {
         let inflater = inflater!
         while true {
             if inflater.pending == 0 && remaining > 0 {

@@ -40,7 +40,7 @@ final class ParallelDeflater {
         var crc32: UInt32
         var sha256: String
         /// Where each segment of ``restartInterval`` bytes starts in the compressed stream.
-        var restarts: DocumentMetadata.DeflateRestarts
+        var restarts: DeflateRestarts
     }
 
     /// Why a compression stopped; the caller names the entry.
@@ -249,6 +249,6 @@ final class ParallelDeflater {
         while emitted < submitted { try emitOldest() }
         return Result(uncompressedSize: consumed, compressedSize: compressed, crc32: crc,
                       sha256: hasher.finalize().hexString,
-                      restarts: DocumentMetadata.DeflateRestarts(interval: Int64(restartInterval), offsets: restarts))
+                      restarts: DeflateRestarts(interval: Int64(restartInterval), offsets: restarts))
     }
 }

@@ -47,7 +47,7 @@ final class ParallelInflater {
     }
 
     /// Whether the index describes an entry of `size` bytes deflated into `compressedSize` bytes; a reason when not.
-    static func check(_ restarts: DocumentMetadata.DeflateRestarts, size: UInt64, compressedSize: UInt64) -> String? {
+    static func check(_ restarts: DeflateRestarts, size: UInt64, compressedSize: UInt64) -> String? {
         let interval = restarts.interval
         guard interval >= minInterval else { return "its interval of \(interval) bytes is below 64 KiB" }
         let expectedCount = (size + UInt64(interval) - 1) / UInt64(interval)
@@ -172,7 +172,7 @@ final class ParallelInflater {
     /// Inflates the entry whose compressed data starts at `dataOffset` in `descriptor`, handing the bytes in order
     /// to `consume`. The index must have passed ``check(_:size:compressedSize:)``.
     func inflate(_ descriptor: FileDescriptor, dataOffset: UInt64, size: UInt64, compressedSize: UInt64,
-                 restarts: DocumentMetadata.DeflateRestarts,
+                 restarts: DeflateRestarts,
                  consume: (UnsafeRawBufferPointer) throws -> Void) throws -> Result {
         var hasher = SHA256()
         var crc: UInt32 = 0

@@ -198,7 +198,7 @@ extension BundleReader {
             if let parallelDigest {
                 digest = parallelDigest
             } else {
-                reader.start(entry)
+                reader.start(entry.location)
                 while true {
                     let buffer = pipeline.acquire()
                     let count = try reader.read(into: buffer)

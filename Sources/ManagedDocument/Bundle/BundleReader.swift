@@ -24,6 +24,12 @@ public struct BundleEntry: Sendable, Equatable {
     var role: BundleLayout.Role
     /// Offset of its data (after the local header) in the file, once the local header has been checked.
     var dataOffset: UInt64 = 0
+
+    /// Where the entry's data lies, for the zip layer's readers.
+    var location: EntryLocation {
+        EntryLocation(name: name, dataOffset: dataOffset, compressedSize: compressedSize, isCompressed: isCompressed,
+                      crc32: crc32)
+    }
 }
 
 /// How a bundle's store is read, given its restart index (`store.deflateRestarts`, FORMAT.md 11.4): the index is a
@@ -171,7 +177,7 @@ public final class BundleReader: Sendable {
     /// and CRC-32 checked (``EntryReader``).
     static func readEntry(_ entry: BundleEntry, from descriptor: FileDescriptor, path: FilePath) throws -> [UInt8] {
         let reader = try EntryReader(descriptor: descriptor, path: path, deflated: entry.isCompressed)
-        reader.start(entry)
+        reader.start(entry.location)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(Int(entry.size))
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)

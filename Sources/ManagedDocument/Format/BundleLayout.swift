@@ -8,7 +8,7 @@ import SystemPackage
 /// See `docs/FORMAT.md` for the normative rules.
 public enum BundleLayout {
     /// The first entry: the media type, ASCII, stored.
-    public static let mimetype = "mimetype"
+    public static let mimetype = ArchiveWriter.mimetypeEntryName
     /// The metadata entry: UTF-8 JSON, ``DocumentMetadata``.
     public static let metadata = "DocumentMetadata.json"
     /// The SQLite store entry.

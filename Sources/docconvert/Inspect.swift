@@ -83,6 +83,11 @@ struct Inspect: ParsableCommand {
         print("  store SHA-256:  \(store.sha256)")
         print("  schema:         \(store.schemaFingerprint.prefix(16))…")
         print("  restart index:  \(reader.restartIndex)")
+        if let segments = store.segments {
+            print("  segment hashes: \(segments.sha256.count) × \(formatBytes(UInt64(segments.interval))) (SHA-256 each)")
+        } else {
+            print("  segment hashes: none (written before they were recorded, or by another writer)")
+        }
         for notice in reader.notices { print("  notice:         \(notice)") }
         if let provenance = metadata.provenance {
             print("  converted from: \(provenance.fileName) (\(provenance.kind), \(formatBytes(UInt64(provenance.size)))) on \(dates.string(from: provenance.convertedAt))")

@@ -288,7 +288,7 @@ public final class BatchConverter: Sendable {
                 while !isCancelled, let candidate = queue.pop() {
                     let started = Date()
                     let done = turns.withTurn { isCancelled ? nil : process(candidate) }
-                    guard var (item, bundle) = done else { continue }
+                    guard case (var item, let bundle)? = done else { continue }
                     if let bundle {
                         migrate(PendingMigration(item: item, bundle: bundle, started: started))
                     } else {

@@ -70,8 +70,11 @@ extension BundleReader {
     /// Inflates every entry without writing anything, checking CRC-32s, sizes, SHA-256s and the store's header.
     ///
     /// This is the re-read a writer does before it renames a new bundle into place.
-    public func verifyEntries() throws {
-        try streamEntries(into: nil) { _ in false }
+    ///
+    /// - Parameter checkingSegments: also check the store against each of its segment digests
+    ///   (`store.segments`), naming the first segment that does not match (``DocumentError/Code/checksumMismatch``).
+    public func verifyEntries(checkingSegments: Bool = true) throws {
+        try streamEntries(into: nil, checkingSegments: checkingSegments) { _ in false }
     }
 
     /// Checks everything the reader checks, then the store with SQLite: `PRAGMA integrity_check` when `full`,
@@ -83,7 +86,7 @@ extension BundleReader {
         let parent = workingDirectory ?? FilePath(FileManager.default.temporaryDirectory.path)
         let scratch = try FileSystem.makeTemporaryDirectory(in: parent, prefix: ".verify-")
         defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the verdict is what counts.
-        let uncompressed = try streamEntries(into: scratch) { $0.role == .store }
+        let uncompressed = try streamEntries(into: scratch, checkingSegments: true) { $0.role == .store }
         let store = scratch.appending(BundleLayout.store)
         let facts = try StoreInspector.inspectSelfContained(store, fullCheck: full, bundle: path,
                                                             entry: BundleLayout.store)
@@ -116,6 +119,7 @@ extension BundleReader {
     @discardableResult
     func streamEntries(into directory: FilePath?,
                        permissions: FilePermissions = [.ownerReadWrite, .groupRead, .otherRead],
+                       checkingSegments: Bool = false,
                        shouldWrite: (BundleEntry) -> Bool) throws -> UInt64 {
         var byName: [String: BundleEntry] = [:]
         for entry in entries { byName[entry.name] = entry }
@@ -168,11 +172,14 @@ extension BundleReader {
             var written: UInt64 = 0
             var head: [UInt8] = []
             var parallelDigest: String?
+            var segments = checkingSegments && entry.role == .store
+                ? metadata.store.segments.map { SegmentHasher(interval: $0.interval) } : nil
             if let restarts = parallelRestarts(for: entry) {
                 // Inflated on every core from the restart points its writer recorded; libarchive skips the data.
                 do {
                     parallelDigest = try inflateInParallel(entry, restarts: restarts) { chunk in
                         written += UInt64(chunk.count)
+                        segments?.update(chunk)
                         if head.count < 100 {
                             head.append(contentsOf: chunk.prefix(100 - head.count))
                             try checkDeclaredSize(entry, head: head)
@@ -186,6 +193,7 @@ extension BundleReader {
                     // > a hint, not the content; the entry is read again in one stream, checked as any other.
                     written = 0
                     head = []
+                    segments = segments.map { SegmentHasher(interval: $0.interval) }
                     if let output, let outputPath {
                         guard ftruncate(output.rawValue, 0) == 0, lseek(output.rawValue, 0, SEEK_SET) == 0 else {
                             throw DocumentError.io("cannot start the extracted file again", path: outputPath,
@@ -209,6 +217,7 @@ extension BundleReader {
                                             reason: "inflates to more than the \(entry.size) bytes its header declares (a zip bomb, or damage); stopped")
                     }
                     let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+                    segments?.update(chunk)
                     if head.count < 100 {
                         head.append(contentsOf: chunk.prefix(100 - head.count))
                         try checkDeclaredSize(entry, head: head)
@@ -229,6 +238,16 @@ extension BundleReader {
             guard digest == expected[name] else {
                 throw DocumentError(.checksumMismatch, path: path, entry: name,
                                     reason: "its SHA-256 does not match the metadata; the bundle is damaged, restore it from a backup")
+            }
+            if var hasher = segments, let recorded = metadata.store.segments {
+                let found = hasher.finalize()
+                let count = max(found.count, recorded.sha256.count)
+                if let index = (0..<count).first(where: { $0 >= found.count || $0 >= recorded.sha256.count
+                                                          || found[$0] != recorded.sha256[$0] }) {
+                    let range = recorded.range(ofSegment: index, size: metadata.store.size)
+                    throw DocumentError(.checksumMismatch, path: path, entry: name,
+                                        reason: "segment \(index) (bytes \(range.lowerBound)-\(range.upperBound - 1)) does not match its SHA-256 in 'store.segments'; the metadata does not describe this store")
+                }
             }
         }
         guard seen.count == entries.count else {

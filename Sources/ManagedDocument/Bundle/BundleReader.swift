@@ -218,6 +218,18 @@ public final class BundleReader: Sendable {
                            entry: BundleLayout.store)
         }
         guard isSHA256(metadata.store.sha256) else { throw mismatch("'store.sha256' is not a SHA-256") }
+        if let segments = metadata.store.segments {
+            let expected = segments.interval > 0 ? (metadata.store.size + segments.interval - 1) / segments.interval : -1
+            guard segments.interval >= 65_536 else {
+                throw mismatch("'store.segments.interval' is \(segments.interval); it is at least 65536")
+            }
+            guard Int64(segments.sha256.count) == expected else {
+                throw mismatch("'store.segments' has \(segments.sha256.count) digests where \(expected) segments of \(segments.interval) bytes make the store")
+            }
+            if let bad = segments.sha256.firstIndex(where: { !isSHA256($0) }) {
+                throw mismatch("'store.segments.sha256' item \(bad) is not a SHA-256")
+            }
+        }
         var listed: [String: DocumentMetadata.Entry] = [:]
         for entry in metadata.entries {
             guard listed.updateValue(entry, forKey: entry.name) == nil else {

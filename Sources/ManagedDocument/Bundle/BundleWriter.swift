@@ -112,19 +112,41 @@ public enum BundleWriter {
     @discardableResult
     public static func write(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
                              options: WritingOptions = WritingOptions()) throws -> DocumentMetadata {
-        try write(content, metadata: metadata, to: target, options: options, storeFacts: nil)
+        let staged = try stage(content, metadata: metadata, to: target, options: options)
+        try staged.commit()
+        return staged.metadata
     }
 
-    /// ``write(_:metadata:to:options:)`` for a caller that has just inspected the store (and not changed it since):
-    /// its facts are used instead of opening the store once more. `beforeCommit` runs once the written bundle has
-    /// verified, before it takes its name; when it throws, the bundle is discarded and the destination unchanged.
+    /// A bundle written aside and verified, not yet under its name: ``commit()`` renames it into place, and
+    /// dropping it unused removes it (the destination is then unchanged). A caller that must check something
+    /// more before the bundle may replace anything (the converter's integrity check) does it in between.
+    final class Staged {
+        /// The metadata the bundle holds, as readers will see it.
+        let metadata: DocumentMetadata
+        private let atomic: AtomicFile
+
+        fileprivate init(metadata: DocumentMetadata, atomic: AtomicFile) {
+            self.metadata = metadata
+            self.atomic = atomic  // its deinit removes the temporary unless committed
+        }
+
+        /// Renames the bundle into place and flushes its folder.
+        func commit() throws { try atomic.commit() }
+    }
+
+    /// Writes a bundle aside and verifies it (the first stage of ``write(_:metadata:to:options:)``).
     ///
-    /// `completingMetadata` may change the metadata once the store is packed, given what was packed. A new bundle
-    /// gets no permission bit that `permissionsOf` lacks (a converted store's privacy carries over).
-    static func write(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
-                      options: WritingOptions, storeFacts: StoreFacts?, permissionsOf: FilePath? = nil,
-                      completingMetadata: (inout DocumentMetadata, EntryDigest) throws -> Void = { _, _ in },
-                      beforeCommit: () throws -> Void = {}) throws -> DocumentMetadata {
+    /// - Parameters:
+    ///   - storeFacts: the store's facts when the caller has just inspected it (and not changed it since), so the
+    ///     store is not opened once more.
+    ///   - permissionsOf: a file whose permission bits the new bundle may not exceed (a converted store's privacy
+    ///     carries over).
+    ///   - completingMetadata: changes the metadata once the store is packed, given what was packed (its size and
+    ///     SHA-256), before the metadata entry is written.
+    static func stage(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
+                      options: WritingOptions, storeFacts: StoreFacts? = nil, permissionsOf: FilePath? = nil,
+                      completingMetadata: (inout DocumentMetadata, EntryDigest) throws -> Void = { _, _ in })
+    throws -> Staged {
         try options.validate(for: target)
         let header = try StoreInspector.header(of: content.store)
         if StoreInspector.isWAL(header: header) {
@@ -151,7 +173,7 @@ public enum BundleWriter {
         let now = options.modificationTime ?? Date()
         let atomic = try AtomicFile(target: target, replacing: options.replacesExisting,
                                     removingStale: options.removesStaleTemporaries)
-        defer { atomic.discard() }
+        // > From here on, an error drops `atomic`, which removes the temporary.
         if let permissionsOf { try atomic.restrictPermissions(toThoseOf: permissionsOf) }
         let writer = try ArchiveWriter(descriptor: atomic.descriptor, path: target, mediaType: metadata.mediaType,
                                        deflateLevel: options.deflateLevel,
@@ -159,7 +181,11 @@ public enum BundleWriter {
                                        forcesZIP64: options.forcesZIP64,
                                        compressionThreads: options.compressionThreads)
         let compress = options.deflateLevel > 0
-        let storeDigest = try addFile(content.store, named: BundleLayout.store, compressed: compress, to: writer)
+        // > The store's segments are its restart segments: a reader serving pages checks the one it inflates.
+        let storeSize = try FileSystem.status(content.store)?.size ?? 0
+        var segments: SegmentHasher? = SegmentHasher(interval: Int64(ParallelDeflater.restartInterval(forSize: storeSize)))
+        let storeDigest = try addFile(content.store, named: BundleLayout.store, compressed: compress, to: writer,
+                                      segments: &segments)
         var entries: [DocumentMetadata.Entry] = []
         for file in files {
             let digest = try addFile(file.source, named: file.name, compressed: compress, to: writer)
@@ -175,7 +201,11 @@ public enum BundleWriter {
         result.store = DocumentMetadata.Store(
             entry: BundleLayout.store, size: storeDigest.size, sha256: storeDigest.sha256, pageSize: facts.pageSize,
             userVersion: facts.userVersion, applicationID: facts.applicationID,
-            schemaFingerprint: facts.schemaFingerprint, deflateRestarts: storeDigest.restarts)
+            schemaFingerprint: facts.schemaFingerprint, deflateRestarts: storeDigest.restarts,
+            segments: segments.map { segments in
+                var hasher = segments
+                return DocumentMetadata.SegmentDigests(interval: hasher.interval, sha256: hasher.finalize())
+            })
         result.entries = entries
         let encodedMetadata = try result.encoded()
         try writer.addEntry(named: BundleLayout.metadata, bytes: encodedMetadata, compressed: compress)
@@ -184,11 +214,8 @@ public enum BundleWriter {
         // Re-read what was written before it takes the destination's name; the metadata returned is what readers see
         // (dates at the precision they are written with).
         let written = try BundleReader(at: atomic.temporaryPath)
-        try written.verifyEntries()
-        result = written.metadata
-        try beforeCommit()
-        try atomic.commit()
-        return result
+        try written.verifyEntries(checkingSegments: false)  // written from the bytes the store's SHA-256 covers
+        return Staged(metadata: written.metadata, atomic: atomic)
     }
 
     /// Creates a new document whose store is an empty SQLite database.
@@ -220,6 +247,13 @@ public enum BundleWriter {
 
     private static func addFile(_ source: FilePath, named name: String, compressed: Bool,
                                 to writer: ArchiveWriter) throws -> EntryDigest {
+        var none: SegmentHasher?
+        return try addFile(source, named: name, compressed: compressed, to: writer, segments: &none)
+    }
+
+    /// Adds a file, feeding `segments` (when given) every byte read, in order.
+    private static func addFile(_ source: FilePath, named name: String, compressed: Bool,
+                                to writer: ArchiveWriter, segments: inout SegmentHasher?) throws -> EntryDigest {
         let descriptor = try FileSystem.openForReading(source)
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
         guard let status = try FileSystem.status(source) else {
@@ -231,9 +265,12 @@ public enum BundleWriter {
             deflate = sample.withUnsafeBytes { isWorthDeflating($0) }
         }
         return try writer.addEntry(named: name, size: status.size, compressed: deflate) { buffer in
-            do { return try descriptor.read(into: buffer) } catch let error as Errno {
+            let count: Int
+            do { count = try descriptor.read(into: buffer) } catch let error as Errno {
                 throw DocumentError.io("cannot read the file", path: source, errno: error)
             }
+            segments?.update(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            return count
         }
     }
 

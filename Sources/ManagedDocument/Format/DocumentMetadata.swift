@@ -72,6 +72,32 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
         public var schemaFingerprint: String
         /// Where the deflated store entry's stream starts afresh, when the writer made it so (optional).
         public var deflateRestarts: DeflateRestarts? = nil
+        /// The SHA-256 of the store's bytes segment by segment, so that any part can be checked on its own
+        /// (optional; FORMAT.md 11.4).
+        public var segments: SegmentDigests? = nil
+    }
+
+    /// The SHA-256 of a store's uncompressed bytes, `interval` bytes at a time (the last segment holds the rest).
+    ///
+    /// They describe the content, not how it is compressed: they stay true when another zip tool repacks the bundle.
+    /// For a deflated store written with ``DeflateRestarts``, the segments are the restart segments.
+    public struct SegmentDigests: Codable, Sendable, Equatable {
+        /// Bytes per segment, at least 65,536.
+        public var interval: Int64
+        /// Lowercase hex SHA-256 of each segment, in order: ⌈size ÷ interval⌉ of them.
+        public var sha256: [String]
+
+        /// Digests with these values.
+        public init(interval: Int64, sha256: [String]) {
+            self.interval = interval
+            self.sha256 = sha256
+        }
+
+        /// The byte range segment `index` covers in a store of `size` bytes.
+        public func range(ofSegment index: Int, size: Int64) -> Range<Int64> {
+            let start = Int64(index) * interval
+            return start..<min(size, start + interval)
+        }
     }
 
     /// The store's restart index (FORMAT.md 11.4); the type lives with the zip layer that writes and reads it.

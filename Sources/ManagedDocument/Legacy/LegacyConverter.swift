@@ -210,7 +210,7 @@ public struct LegacyConverter: Sendable {
             size: files.reduce(0) { $0 + $1.size }, files: files, convertedAt: Date(),
             coreData: recovered.coreData, packageMetadata: extra.packageMetadata,
             warnings: warnings.isEmpty ? nil : warnings)
-        let written = try BundleWriter.write(
+        let staged = try BundleWriter.stage(
             BundleContent(store: snapshot.store, externalData: legacy.externalData, additionalContent: extra.additionalContent),
             metadata: metadata, to: target, options: writingOptions, storeFacts: recovered.facts,
             permissionsOf: legacy.store,
@@ -219,8 +219,11 @@ public struct LegacyConverter: Sendable {
                 let files = try snapshot.completingMainFile(in: metadata.provenance?.files ?? [], sha256: store.sha256,
                                                             size: store.size, legacy: legacy)
                 metadata.provenance?.files = files
-            },
-            beforeCommit: { if let check { recovered.facts = try check.result() } })
+            })
+        // Check: the bundle takes its name only once the copy passed SQLite's integrity check.
+        if let check { recovered.facts = try check.result() }
+        try staged.commit()
+        let written = staged.metadata
         snapshot.release()  // writers may commit again: the bundle holds the state that was locked
         let provenance = written.provenance!
         try checkExternalDataUnchanged(files, packedAs: written, bundle: target, legacy: legacy)

@@ -93,6 +93,8 @@ struct RepackTests {
                 return
             }
             #expect(reader.entry(named: Self.additionalName) != nil, "the non-ASCII name survived")
+            // > Segment digests describe the content, not its compression: never stale, still checked by verify.
+            #expect(metadata.store.segments != nil && reader.metadata.store.segments == metadata.store.segments)
             let keepsLayout = tool == .infoZip || tool == .pythonDeflated || tool == .pythonStored
             #expect(reader.isMediaTypeSniffable == keepsLayout, "\(reader.notices)")
             _ = try reader.verify(full: true, workingDirectory: directory)

@@ -1,0 +1,140 @@
+import Crypto
+import Foundation
+import GRDB
+import SystemPackage
+import Testing
+@testable import ManagedDocument
+
+/// `store.segments` (FORMAT.md 11.4): one SHA-256 per segment of the store, written for every store, checked by
+/// `verify`, refused when malformed, true after a repack.
+@Suite("Segment digests: one SHA-256 per segment of the store, true to its bytes and checked")
+struct SegmentDigestTests {
+    /// A store of about `bytes` bytes at `pageSize`, rows of random blobs (so deflate cannot shrink it away).
+    static func makeStore(at path: FilePath, bytes: Int, pageSize: Int) throws -> FilePath {
+        let queue = try DatabaseQueue(path: path.string)
+        try queue.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA page_size = \(pageSize)")
+            try db.execute(sql: "PRAGMA journal_mode = DELETE")
+            try db.execute(sql: "CREATE TABLE blob(id INTEGER PRIMARY KEY, payload BLOB, text TEXT)")
+        }
+        var generator = SeededGenerator(seed: UInt64(pageSize + bytes))
+        try queue.write { db in
+            for index in 0..<(bytes / 700) {
+                let payload = Data((0..<400).map { _ in UInt8.random(in: 0...255, using: &generator) })
+                try db.execute(sql: "INSERT INTO blob(payload, text) VALUES (?, ?)",
+                               arguments: [payload, String(repeating: "row \(index) ", count: 20)])
+            }
+        }
+        try queue.close()
+        return path
+    }
+
+    /// The SHA-256 of each `interval` bytes of `bytes`.
+    static func digests(of bytes: [UInt8], interval: Int) -> [String] {
+        stride(from: 0, to: bytes.count, by: interval).map { start in
+            SHA256.hash(data: bytes[start..<min(bytes.count, start + interval)]).hexString
+        }
+    }
+
+    @Test("every store the writer packs carries one digest per segment, the last partial one included",
+          arguments: [(0, 4096, 300_000), (2, 1024, 700_000), (6, 65_536, 1_500_000), (2, 4096, 20_000)])
+    func written(level: Int, pageSize: Int, bytes: Int) async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try Self.makeStore(at: directory.appending("store.sqlite"), bytes: bytes, pageSize: pageSize)
+            var options = WritingOptions()
+            options.compression = level == 0 ? .store : .deflate(level: level)
+            let bundle = directory.appending("Doc.mdz")
+            let metadata = try BundleWriter.write(BundleContent(store: store), metadata: DocumentMetadata(),
+                                                  to: bundle, options: options)
+            let segments = try #require(metadata.store.segments)
+            let content = try Fixtures.bytes(of: store)
+            #expect(segments.interval == 131_072)
+            #expect(segments.sha256 == Self.digests(of: content, interval: Int(segments.interval)))
+            #expect(segments.sha256.count == (content.count + 131_071) / 131_072)
+            if let restarts = metadata.store.deflateRestarts {
+                #expect(restarts.interval == segments.interval, "a deflated store's segments are its restart segments")
+            }
+            let reader = try BundleReader(at: bundle)
+            #expect(reader.metadata.store.segments == segments)
+            _ = try reader.verify(full: false, workingDirectory: directory)
+        }
+    }
+
+    @Test("verify names the segment whose digest differs: the first, one in the middle, the last (partial) one",
+          arguments: [0, 2, -1])
+    func damagedDigest(position: Int) async throws {
+        try await withTemporaryDirectory { directory in
+            var parts = try ZipSurgery.makeParts(in: directory, rows: 2000)
+            let interval = 65_536
+            var digests = Self.digests(of: parts.store, interval: interval)
+            #expect(digests.count >= 4 && parts.store.count % interval != 0, "\(parts.store.count) bytes")
+            let index = position < 0 ? digests.count - 1 : position
+            digests[index] = String(repeating: "0", count: 64)
+            parts.metadata.store.segments = DocumentMetadata.SegmentDigests(interval: Int64(interval), sha256: digests)
+            for compressed in [true, false] {
+                let bundle = directory.appending("Damaged-\(compressed).mdz")
+                try ZipSurgery.writeBundle(at: bundle, parts: parts, compressed: compressed)
+                let reader = try BundleReader(at: bundle)  // the shape is right: it opens
+                let error = try #require(throws: DocumentError.self) {
+                    _ = try reader.verify(full: false, workingDirectory: directory)
+                }
+                #expect(error.code == .checksumMismatch)
+                #expect(error.reason.contains("segment \(index) "), "\(error)")
+                // > Extraction checks the store's SHA-256, which is right: it goes on.
+                _ = try reader.extract(into: directory.appending("out-\(compressed)"))
+            }
+        }
+    }
+
+    @Test("malformed segment digests are refused when the bundle opens")
+    func malformed() async throws {
+        try await withTemporaryDirectory { directory in
+            let parts = try ZipSurgery.makeParts(in: directory, rows: 2000)
+            let good = Self.digests(of: parts.store, interval: 65_536)
+            let cases: [(String, Int64, [String])] = [
+                ("interval too small", 4096, Self.digests(of: parts.store, interval: 4096)),
+                ("one digest missing", 65_536, Array(good.dropLast())),
+                ("one digest too many", 65_536, good + [good[0]]),
+                ("uppercase hex", 65_536, [good[0].uppercased()] + good.dropFirst()),
+                ("not hex", 65_536, ["zz" + good[0].dropFirst(2)] + good.dropFirst()),
+            ]
+            for (label, interval, digests) in cases {
+                var broken = parts
+                broken.metadata.store.segments = DocumentMetadata.SegmentDigests(interval: interval, sha256: digests)
+                let bundle = directory.appending("Broken.mdz")
+                try? FileSystem.removeFile(bundle)
+                try ZipSurgery.writeBundle(at: bundle, parts: broken)
+                let error = try #require(throws: DocumentError.self, "\(label)") { _ = try BundleReader(at: bundle) }
+                #expect(error.code == .metadataMismatch, "\(label): \(error)")
+                #expect(error.description.contains("store.segments"), "\(label): \(error)")
+            }
+            // > Without any (an older writer, another writer): opens and verifies as before.
+            var older = parts
+            older.metadata.store.segments = nil
+            let bundle = directory.appending("Older.mdz")
+            try ZipSurgery.writeBundle(at: bundle, parts: older)
+            _ = try BundleReader(at: bundle).verify(full: true, workingDirectory: directory)
+        }
+    }
+
+    @Test("a flipped byte in any segment of the store is found: by the store's SHA-256 on extraction, by verify")
+    func flippedByte() async throws {
+        try await withTemporaryDirectory { directory in
+            let parts = try ZipSurgery.makeParts(in: directory, rows: 2000)
+            var withDigests = parts
+            withDigests.metadata.store.segments = DocumentMetadata.SegmentDigests(
+                interval: 65_536, sha256: Self.digests(of: parts.store, interval: 65_536))
+            for offset in [100, 65_536, parts.store.count - 1] {
+                var damaged = withDigests
+                damaged.store[offset] ^= 0x40  // the metadata still describes the undamaged store
+                let bundle = directory.appending("Flipped-\(offset).mdz")
+                try ZipSurgery.writeBundle(at: bundle, parts: damaged, compressed: false)
+                let reader = try BundleReader(at: bundle)
+                let error = try #require(throws: DocumentError.self) {
+                    _ = try reader.verify(full: false, workingDirectory: directory)
+                }
+                #expect(error.code == .checksumMismatch, "byte \(offset): \(error)")
+            }
+        }
+    }
+}

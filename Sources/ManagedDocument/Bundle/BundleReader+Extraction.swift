@@ -157,98 +157,12 @@ extension BundleReader {
             var output: FileDescriptor?
             var outputPath: FilePath?
             if let directory, shouldWrite(entry) {
-                let target = directory.appending(name)
-                try FileSystem.createDirectory(target.removingLastComponent())
-                do {
-                    output = try FileDescriptor.open(target, .writeOnly, options: [.create, .exclusiveCreate, .noFollow, .closeOnExec],
-                                                     permissions: permissions)
-                } catch let error as Errno {
-                    throw DocumentError(.cannotCreate, path: target, entry: name,
-                                        reason: "cannot create the extracted file", underlyingError: error)
-                }
-                outputPath = target
+                outputPath = directory.appending(name)
+                output = try createExtracted(outputPath!, entry: name, permissions: permissions)
             }
             defer { try? output?.close() }  // Squash close error: a failed write was already reported.
-            var written: UInt64 = 0
-            var head: [UInt8] = []
-            var parallelDigest: String?
-            var segments = checkingSegments && entry.role == .store
-                ? metadata.store.segments.map { SegmentHasher(interval: $0.interval) } : nil
-            if let restarts = parallelRestarts(for: entry) {
-                // Inflated on every core from the restart points its writer recorded; libarchive skips the data.
-                do {
-                    parallelDigest = try inflateInParallel(entry, restarts: restarts) { chunk in
-                        written += UInt64(chunk.count)
-                        segments?.update(chunk)
-                        if head.count < 100 {
-                            head.append(contentsOf: chunk.prefix(100 - head.count))
-                            try checkDeclaredSize(entry, head: head)
-                        }
-                        if let output, let outputPath { try FileSystem.writeAll(output, chunk, path: outputPath) }
-                    }
-                } catch let error as DocumentError
-                            where restartIndex == .used(segments: restarts.offsets.count, identified: false)
-                            && (error.code == .corruptArchive || error.code == .sizeMismatch) {
-                    // > An older writer's index, which does not name its stream, does not fit this one (a repack):
-                    // > a hint, not the content; the entry is read again in one stream, checked as any other.
-                    written = 0
-                    head = []
-                    segments = segments.map { SegmentHasher(interval: $0.interval) }
-                    if let output, let outputPath {
-                        guard ftruncate(output.rawValue, 0) == 0, lseek(output.rawValue, 0, SEEK_SET) == 0 else {
-                            throw DocumentError.io("cannot start the extracted file again", path: outputPath,
-                                                   errno: Errno(rawValue: errno))
-                        }
-                    }
-                }
-            }
-            let digest: String
-            if let parallelDigest {
-                digest = parallelDigest
-            } else {
-                reader.start(entry.location)
-                while true {
-                    let buffer = pipeline.acquire()
-                    let count = try reader.read(into: buffer)
-                    if count == 0 { break }
-                    written += UInt64(count)
-                    guard written <= entry.size else {
-                        throw DocumentError(.sizeMismatch, path: path, entry: name,
-                                            reason: "inflates to more than the \(entry.size) bytes its header declares (a zip bomb, or damage); stopped")
-                    }
-                    let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
-                    segments?.update(chunk)
-                    if head.count < 100 {
-                        head.append(contentsOf: chunk.prefix(100 - head.count))
-                        try checkDeclaredSize(entry, head: head)
-                    }
-                    if let output, let outputPath { try FileSystem.writeAll(output, chunk, path: outputPath) }
-                    pipeline.submit(count)
-                }
-                digest = pipeline.finalize()
-            }
-            inflated += written
-            guard written == entry.size else {
-                throw DocumentError(.sizeMismatch, path: path, entry: name,
-                                    reason: "inflates to \(written) bytes, not the \(entry.size) its header declares; the bundle is damaged")
-            }
-            if entry.role == .store, !StoreInspector.hasSQLiteHeader(head) {
-                throw DocumentError(.notSQLite, path: path, entry: name, reason: "is not a SQLite database")
-            }
-            guard digest == expected[name] else {
-                throw DocumentError(.checksumMismatch, path: path, entry: name,
-                                    reason: "its SHA-256 does not match the metadata; the bundle is damaged, restore it from a backup")
-            }
-            if var hasher = segments, let recorded = metadata.store.segments {
-                let found = hasher.finalize()
-                let count = max(found.count, recorded.sha256.count)
-                if let index = (0..<count).first(where: { $0 >= found.count || $0 >= recorded.sha256.count
-                                                          || found[$0] != recorded.sha256[$0] }) {
-                    let range = recorded.range(ofSegment: index, size: metadata.store.size)
-                    throw DocumentError(.checksumMismatch, path: path, entry: name,
-                                        reason: "segment \(index) (bytes \(range.lowerBound)-\(range.upperBound - 1)) does not match its SHA-256 in 'store.segments'; the metadata does not describe this store")
-                }
-            }
+            inflated += try stream(entry, reader: reader, pipeline: pipeline, expected: expected[name],
+                                   to: output.map { ($0, outputPath!) }, checkingSegments: checkingSegments)
         }
         guard seen.count == entries.count else {
             let missing = entries.first { !seen.contains($0.name) }?.name
@@ -256,6 +170,108 @@ extension BundleReader {
                                         path: path, entry: missing)
         }
         return inflated
+    }
+
+    /// Creates an extracted file exclusively (never replacing or following what is there).
+    private func createExtracted(_ target: FilePath, entry: String, permissions: FilePermissions) throws -> FileDescriptor {
+        try FileSystem.createDirectory(target.removingLastComponent())
+        do {
+            return try FileDescriptor.open(target, .writeOnly, options: [.create, .exclusiveCreate, .noFollow, .closeOnExec],
+                                           permissions: permissions)
+        } catch let error as Errno {
+            throw DocumentError(.cannotCreate, path: target, entry: entry,
+                                reason: "cannot create the extracted file", underlyingError: error)
+        }
+    }
+
+    /// One entry's data, read where the reader validated it lies (on every core by its restart points, or in one
+    /// stream), bounded by its declared size, written to `target` when given, and checked: size, SQLite header and
+    /// declared size for the store, SHA-256 against `expected`, and the store's segment digests when asked.
+    ///
+    /// - Returns: the number of bytes inflated.
+    private func stream(_ entry: BundleEntry, reader: EntryReader, pipeline: ChunkPipeline, expected: String?,
+                        to target: (FileDescriptor, FilePath)?, checkingSegments: Bool) throws -> UInt64 {
+        let name = entry.name
+        var written: UInt64 = 0
+        var head: [UInt8] = []
+        var parallelDigest: String?
+        var segments = checkingSegments && entry.role == .store
+            ? metadata.store.segments.map { SegmentHasher(interval: $0.interval) } : nil
+        if let restarts = parallelRestarts(for: entry) {
+            // Inflated on every core from the restart points its writer recorded; libarchive skips the data.
+            do {
+                parallelDigest = try inflateInParallel(entry, restarts: restarts) { chunk in
+                    written += UInt64(chunk.count)
+                    segments?.update(chunk)
+                    if head.count < 100 {
+                        head.append(contentsOf: chunk.prefix(100 - head.count))
+                        try checkDeclaredSize(entry, head: head)
+                    }
+                    if let (output, outputPath) = target { try FileSystem.writeAll(output, chunk, path: outputPath) }
+                }
+            } catch let error as DocumentError
+                        where restartIndex == .used(segments: restarts.offsets.count, identified: false)
+                        && (error.code == .corruptArchive || error.code == .sizeMismatch) {
+                // > An older writer's index, which does not name its stream, does not fit this one (a repack):
+                // > a hint, not the content; the entry is read again in one stream, checked as any other.
+                written = 0
+                head = []
+                segments = segments.map { SegmentHasher(interval: $0.interval) }
+                if let (output, outputPath) = target {
+                    guard ftruncate(output.rawValue, 0) == 0, lseek(output.rawValue, 0, SEEK_SET) == 0 else {
+                        throw DocumentError.io("cannot start the extracted file again", path: outputPath,
+                                               errno: Errno(rawValue: errno))
+                    }
+                }
+            }
+        }
+        let digest: String
+        if let parallelDigest {
+            digest = parallelDigest
+        } else {
+            reader.start(entry.location)
+            while true {
+                let buffer = pipeline.acquire()
+                let count = try reader.read(into: buffer)
+                if count == 0 { break }
+                written += UInt64(count)
+                guard written <= entry.size else {
+                    throw DocumentError(.sizeMismatch, path: path, entry: name,
+                                        reason: "inflates to more than the \(entry.size) bytes its header declares (a zip bomb, or damage); stopped")
+                }
+                let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+                segments?.update(chunk)
+                if head.count < 100 {
+                    head.append(contentsOf: chunk.prefix(100 - head.count))
+                    try checkDeclaredSize(entry, head: head)
+                }
+                if let (output, outputPath) = target { try FileSystem.writeAll(output, chunk, path: outputPath) }
+                pipeline.submit(count)
+            }
+            digest = pipeline.finalize()
+        }
+        guard written == entry.size else {
+            throw DocumentError(.sizeMismatch, path: path, entry: name,
+                                reason: "inflates to \(written) bytes, not the \(entry.size) its header declares; the bundle is damaged")
+        }
+        if entry.role == .store, !StoreInspector.hasSQLiteHeader(head) {
+            throw DocumentError(.notSQLite, path: path, entry: name, reason: "is not a SQLite database")
+        }
+        guard digest == expected else {
+            throw DocumentError(.checksumMismatch, path: path, entry: name,
+                                reason: "its SHA-256 does not match the metadata; the bundle is damaged, restore it from a backup")
+        }
+        if var hasher = segments, let recorded = metadata.store.segments {
+            let found = hasher.finalize()
+            let count = max(found.count, recorded.sha256.count)
+            if let index = (0..<count).first(where: { $0 >= found.count || $0 >= recorded.sha256.count
+                                                      || found[$0] != recorded.sha256[$0] }) {
+                let range = recorded.range(ofSegment: index, size: metadata.store.size)
+                throw DocumentError(.checksumMismatch, path: path, entry: name,
+                                    reason: "segment \(index) (bytes \(range.lowerBound)-\(range.upperBound - 1)) does not match its SHA-256 in 'store.segments'; the metadata does not describe this store")
+            }
+        }
+        return written
     }
 
     /// Refuses a store entry far larger than its own SQLite header says the database is (a valid header followed by

@@ -2,12 +2,12 @@ import ArgumentParser
 import Foundation
 import ManagedDocument
 
-/// `docconvert`: create, inspect, verify and extract managed-document bundles.
+/// `docconvert`: create, inspect, verify, query and extract managed-document bundles.
 @main
 struct DocConvert: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "docconvert",
-        abstract: "Convert legacy SQLite stores into managed-document bundles (.mdz); create, inspect, verify, extract and migrate them.",
+        abstract: "Convert legacy SQLite stores into managed-document bundles (.mdz); create, inspect, verify, query, extract and migrate them.",
         discussion: """
             A managed document is one zip file holding a SQLite store and its metadata: `mimetype` first \
             (stored, readable at byte 38), `DocumentMetadata.json`, `StoreContent/persistentStore`, and optional \
@@ -26,12 +26,13 @@ struct DocConvert: AsyncParsableCommand {
               docconvert create Notes.mdz
               docconvert inspect Notes.mdz --json
               docconvert verify *.mdz
+              docconvert query Notes.mdz "SELECT count(*) FROM note"
               docconvert extract Notes.mdz --output Notes.sqlite
               docconvert migrate ~/Documents --migrations migrations/ --dry-run
               docconvert batch /srv/home --jobs 4 --report home.json
             """,
         version: ManagedDocumentVersion.string,
-        subcommands: [Convert.self, Batch.self, Create.self, Inspect.self, Verify.self, Extract.self, Migrate.self]
+        subcommands: [Convert.self, Batch.self, Create.self, Inspect.self, Verify.self, Extract.self, Query.self, Migrate.self]
     )
 
     /// The exit status for an error, one switch over the codes (sysexits.h).

@@ -1,0 +1,20 @@
+#ifndef CSQLITE_SHIM_H
+#define CSQLITE_SHIM_H
+
+// SQLite's C API, for the read-only VFS that serves a store's pages from its bundle (the same libsqlite3 GRDB
+// uses, so a VFS registered here is seen by GRDB's connections). Declarations only.
+#include <sqlite3.h>
+
+// A file opened by the bundle VFS: SQLite's base structure, then the Swift object that serves its bytes (retained
+// from xOpen to xClose).
+typedef struct md_bundle_file {
+    sqlite3_file base;
+    void *store;
+} md_bundle_file;
+
+// Extended result codes are macros Swift cannot import (`(SQLITE_IOERR | (1<<8))`).
+static const int md_sqlite_ioerr_read = SQLITE_IOERR_READ;
+static const int md_sqlite_ioerr_short_read = SQLITE_IOERR_SHORT_READ;
+static const int md_sqlite_ioerr_fstat = SQLITE_IOERR_FSTAT;
+
+#endif

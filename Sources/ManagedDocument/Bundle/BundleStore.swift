@@ -1,0 +1,142 @@
+import Foundation
+import GRDB
+import Logging
+import SystemPackage
+
+/// A bundle's store, open read-only for queries, without extracting it when the bundle allows.
+///
+/// When the bundle records segment digests (`store.segments`, FORMAT.md 11.4) and its store is stored, or deflated
+/// with a restart index that describes its stream, SQLite reads the pages straight from the bundle through a
+/// read-only VFS: only the segments a query touches are read (and inflated), each checked against its SHA-256 before
+/// any of its bytes reach SQLite, and a bounded cache of segments (``defaultCacheSize``) keeps memory flat at any
+/// size. Otherwise (an older or another writer's bundle, a repacked deflated store) the store is extracted into a
+/// private folder, checked as a whole, and opened there; ``access`` and ``reason`` say which path was taken, and the
+/// logger is told.
+///
+/// The store is read from the file the reader opened: a bundle replaced on disk meanwhile (a save) is not seen.
+///
+/// ```swift
+/// let store = try BundleStore(at: "Notes.mdz")
+/// let count = try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM note") }
+/// ```
+public final class BundleStore: Sendable {
+    /// How the store is read.
+    public enum Access: String, Sendable {
+        /// Page by page from the bundle, each segment checked against its digest.
+        case segments
+        /// Extracted into a private folder first (the bundle does not allow reading it in place).
+        case extracted
+    }
+
+    /// The segment cache's default size: 8 MiB.
+    public static let defaultCacheSize = 8 << 20
+
+    /// The bundle.
+    public let path: FilePath
+    /// How the store is read.
+    public let access: Access
+    /// Why the store was extracted, when it was.
+    public let reason: String?
+    /// The bundle's metadata.
+    public let metadata: DocumentMetadata
+    private let queue: DatabaseQueue
+    private let segmented: SegmentedStore?
+    private let uri: String?
+    private let scratch: FilePath?
+
+    /// Opens `bundle`'s store read-only.
+    ///
+    /// - Parameters:
+    ///   - bundle: the bundle's path.
+    ///   - cacheSize: bytes of inflated segments kept (at least two segments' worth).
+    ///   - limits: the reader's limits.
+    ///   - workingDirectory: where a store that must be extracted goes (default: the system's temporary folder).
+    ///   - logger: told which path was taken.
+    /// - Throws: the reader's codes (the bundle is checked as ``BundleReader`` checks it); for an extracted store,
+    ///   the codes of ``BundleReader/extract(into:)``.
+    public init(at bundle: FilePath, cacheSize: Int = BundleStore.defaultCacheSize, limits: ReadingLimits = .default,
+                workingDirectory: FilePath? = nil,
+                logger: Logger = Logger(label: "ManagedDocument.store", factory: { _ in SwiftLogNoOpLogHandler() }))
+    throws {
+        let reader = try BundleReader(at: bundle, limits: limits)
+        path = bundle
+        metadata = reader.metadata
+        var configuration = Configuration()
+        configuration.readonly = true
+        configuration.label = "ManagedDocument.bundleStore"
+        if StoreInspector.opensURIs, BundleVFS.isRegistered,
+           let store = SegmentedStore(reader: reader, cacheSize: cacheSize) {
+            let uri = BundleVFS.uri(for: store)
+            do {
+                queue = try DatabaseQueue(path: uri, configuration: configuration)
+            } catch {
+                BundleVFS.forget(uri)
+                throw Self.reported(error, store: store, path: bundle)
+            }
+            access = .segments
+            reason = nil
+            segmented = store
+            self.uri = uri
+            scratch = nil
+            logger.debug("\(bundle): the store is read from the bundle, segment by segment")
+            return
+        }
+        let why = SegmentedStore.unavailableReason(reader)
+            ?? "this SQLite does not open file: URIs or does not accept the bundle VFS"
+        let parent = workingDirectory ?? FilePath(FileManager.default.temporaryDirectory.path)
+        let folder = try FileSystem.makeTemporaryDirectory(in: parent, prefix: ".query-")
+        do {
+            let extracted = try reader.extract(into: folder.appending("content"))
+            queue = try StoreInspector.openReadOnly(extracted.store, isPrivate: true,
+                                                    immutableURI: StoreInspector.immutableURI(extracted.store))
+        } catch {
+            try? FileSystem.removeTree(folder)  // Cleanup after a first error.
+            throw error
+        }
+        access = .extracted
+        reason = why
+        segmented = nil
+        uri = nil
+        scratch = folder
+        logger.notice("\(bundle): the store was extracted to be read: \(why)")
+    }
+
+    deinit { close() }
+
+    /// Closes the store (removing an extracted copy); later reads fail.
+    public func close() {
+        try? queue.close()  // Squash close error of a read-only connection.
+        if let uri { BundleVFS.forget(uri) }
+        if let scratch { try? FileSystem.removeTree(scratch) }  // Squash cleanup error of a private folder.
+    }
+
+    /// Runs `body` with the store; a segment that fails its check ends it with a ``DocumentError`` naming the
+    /// bundle, the store entry and the segment, never with a wrong row.
+    ///
+    /// - Throws: ``DocumentError/Code/checksumMismatch`` (a segment that does not match its digest),
+    ///   ``DocumentError/Code/corruptArchive`` or ``DocumentError/Code/sizeMismatch`` (a segment that does not
+    ///   inflate as its restart index says), SQLite's errors for the query itself, and `body`'s errors.
+    public func read<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            return try queue.read(body)
+        } catch {
+            throw Self.reported(error, store: segmented, path: path)
+        }
+    }
+
+    /// The bytes of segments the cache held at once at most, and the segments read from the bundle so far (both 0
+    /// for an extracted store).
+    public var cacheStatistics: (peakBytes: Int, segmentsLoaded: Int) {
+        segmented?.cacheStatistics ?? (0, 0)
+    }
+
+    /// A failed read's own error (a damaged segment) in place of SQLite's "disk I/O error".
+    private static func reported(_ error: any Error, store: SegmentedStore?, path: FilePath) -> any Error {
+        if let failure = store?.failure { return failure }
+        if let error = error as? DatabaseError, error.resultCode == .SQLITE_IOERR || error.resultCode == .SQLITE_CORRUPT {
+            return DocumentError(.storeCorrupt, path: path, entry: BundleLayout.store,
+                                 reason: "SQLite cannot read the store", underlyingError: error)
+        }
+        return error
+    }
+}

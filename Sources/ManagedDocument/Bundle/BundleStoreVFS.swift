@@ -1,0 +1,324 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CSQLite
+import GRDBSQLite  // sqlite3.h's types are attributed to the first module that includes it: GRDB's
+import Crypto
+import Foundation
+import Synchronization
+import SystemPackage
+
+/// The bytes of a bundle's store, served segment by segment from the bundle itself (FORMAT.md 11.4): a stored store
+/// by offset, a deflated one by inflating only the restart segment that holds the bytes asked for. Every segment is
+/// checked against its SHA-256 (`store.segments`) before any of its bytes are handed out; a bounded cache keeps the
+/// last segments used.
+///
+/// Reads the descriptor its ``BundleReader`` opened, for its whole life: a bundle replaced on disk meanwhile is not
+/// seen.
+final class SegmentedStore: Sendable {
+    let reader: BundleReader
+    let size: Int64
+    let interval: Int64
+    private let digests: [String]
+    private let dataOffset: UInt64
+    /// The compressed offset of each segment, for a deflated store; `nil` for a stored one.
+    private let offsets: [Int64]?
+    private let compressedSize: Int64
+    private let capacity: Int
+    private let state: Mutex<State>
+
+    private struct State {
+        var cache: [Int: [UInt8]] = [:]
+        var recent: [Int] = []  // least recently used first
+        var inflater: SegmentInflater?
+        var failure: DocumentError?
+        var peakCachedBytes = 0
+        var segmentsLoaded = 0
+    }
+
+    /// Why a bundle's store cannot be served this way (it is then extracted), or `nil` when it can.
+    static func unavailableReason(_ reader: BundleReader) -> String? {
+        guard let segments = reader.metadata.store.segments else {
+            return "the bundle records no segment digests (an older or another writer)"
+        }
+        guard let store = reader.entry(named: BundleLayout.store) else { return "the bundle has no store" }
+        guard store.isCompressed else { return nil }
+        guard case .used(_, true) = reader.restartIndex, let restarts = reader.metadata.store.deflateRestarts else {
+            return "the deflated store has no restart index that describes its stream (\(reader.restartIndex))"
+        }
+        guard restarts.interval == segments.interval else {
+            return "its segment digests (every \(segments.interval) bytes) are not cut at its restart points (every \(restarts.interval) bytes)"
+        }
+        return nil
+    }
+
+    /// - Parameter cacheSize: bytes of segments kept, at least two segments' worth.
+    init?(reader: BundleReader, cacheSize: Int) {
+        guard Self.unavailableReason(reader) == nil, let segments = reader.metadata.store.segments,
+              let store = reader.entry(named: BundleLayout.store) else { return nil }
+        self.reader = reader
+        size = reader.metadata.store.size
+        interval = segments.interval
+        digests = segments.sha256
+        dataOffset = store.dataOffset
+        compressedSize = Int64(store.compressedSize)
+        offsets = store.isCompressed ? reader.metadata.store.deflateRestarts?.offsets : nil
+        capacity = max(2, cacheSize / Int(max(1, segments.interval)))
+        state = Mutex(State())
+    }
+
+    /// The error that made a read fail (a damaged segment, an I/O error), for the caller to report.
+    var failure: DocumentError? { state.withLock { $0.failure } }
+
+    /// The most bytes of segments the cache held at once, and the segments read from the bundle so far.
+    var cacheStatistics: (peakBytes: Int, segmentsLoaded: Int) {
+        state.withLock { ($0.peakCachedBytes, $0.segmentsLoaded) }
+    }
+
+    /// Copies `count` bytes at `offset` into `buffer`; returns how many there were (fewer at the store's end).
+    func read(into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) throws -> Int {
+        try state.withLock { state in
+            var copied = 0
+            while copied < count, offset + Int64(copied) < size {
+                let position = offset + Int64(copied)
+                let index = Int(position / interval)
+                let segment = try segmentBytes(index, &state)
+                let start = Int(position - Int64(index) * interval)
+                let take = min(count - copied, segment.count - start)
+                segment.withUnsafeBytes { bytes in
+                    (buffer + copied).copyMemory(from: bytes.baseAddress! + start, byteCount: take)
+                }
+                copied += take
+            }
+            return copied
+        }
+    }
+
+    /// Records the failure for the caller; the read that met it fails.
+    func fail(_ error: DocumentError) {
+        state.withLock { if $0.failure == nil { $0.failure = error } }
+    }
+
+    private func segmentBytes(_ index: Int, _ state: inout State) throws -> [UInt8] {
+        if let bytes = state.cache[index] {
+            if let position = state.recent.firstIndex(of: index) { state.recent.remove(at: position) }
+            state.recent.append(index)
+            return bytes
+        }
+        let bytes = try load(index, &state)
+        if state.cache.count >= capacity, let oldest = state.recent.first {
+            state.recent.removeFirst()
+            state.cache[oldest] = nil
+        }
+        state.cache[index] = bytes
+        state.recent.append(index)
+        state.segmentsLoaded += 1
+        state.peakCachedBytes = max(state.peakCachedBytes, state.cache.values.reduce(0) { $0 + $1.count })
+        return bytes
+    }
+
+    /// Reads segment `index` from the bundle and checks it against its digest.
+    private func load(_ index: Int, _ state: inout State) throws -> [UInt8] {
+        let start = Int64(index) * interval
+        let length = Int(min(interval, size - start))
+        var bytes = [UInt8](repeating: 0, count: length)
+        let path = reader.path
+        func damaged(_ reason: String, code: DocumentError.Code = .checksumMismatch) -> DocumentError {
+            DocumentError(code, path: path, entry: BundleLayout.store,
+                          reason: "segment \(index) (bytes \(start)-\(start + Int64(length) - 1)) \(reason); no byte of it was used")
+        }
+        if let offsets {
+            let from = offsets[index]
+            let to = index + 1 < offsets.count ? offsets[index + 1] : compressedSize
+            let compressed = try FileSystem.read(reader.descriptor, at: Int64(dataOffset) + from, count: Int(to - from),
+                                                 path: path)
+            guard compressed.count == Int(to - from) else { throw damaged("is cut short", code: .truncatedArchive) }
+            if state.inflater == nil { state.inflater = SegmentInflater() }
+            guard let inflater = state.inflater else {
+                throw DocumentError(.ioFailure, path: path, reason: "cannot allocate memory to inflate the store")
+            }
+            let result = compressed.withUnsafeBytes { input in
+                bytes.withUnsafeMutableBytes { output in
+                    inflater.inflate(input, into: output, isLast: index + 1 == offsets.count)
+                }
+            }
+            switch result {
+            case .success(let produced) where produced == length: break
+            case .success(let produced): throw damaged("inflates to \(produced) bytes, not \(length)", code: .sizeMismatch)
+            case .failure(.overflow): throw damaged("inflates to more than its \(length) bytes", code: .sizeMismatch)
+            case .failure: throw damaged("is not valid deflate data on its own", code: .corruptArchive)
+            }
+        } else {
+            let read = try FileSystem.read(reader.descriptor, at: Int64(dataOffset) + start, count: length, path: path)
+            guard read.count == length else { throw damaged("is cut short", code: .truncatedArchive) }
+            bytes = read
+        }
+        guard SHA256.hash(data: bytes).hexString == digests[index] else {
+            throw damaged("does not match its SHA-256 in 'store.segments'; the bundle is damaged, restore it from a backup")
+        }
+        return bytes
+    }
+}
+
+/// A read-only SQLite VFS whose files are ``SegmentedStore``s: SQLite reads a store's pages straight from its
+/// bundle, nothing is extracted. Registered once per process (not as the default VFS); a store is opened through
+/// the `file:` URI ``uri(for:)`` returns, immutable (no lock, no journal).
+enum BundleVFS {
+    static let name = "managed-document-bundle"
+
+    private static let stores = Mutex<(next: UInt64, open: [UInt64: SegmentedStore])>((1, [:]))
+
+    /// Registers the VFS (once); whether SQLite accepted it.
+    static let isRegistered: Bool = register()
+
+    /// The URI that opens `store` through the VFS; the store stays registered until ``forget(_:)``.
+    static func uri(for store: SegmentedStore) -> String {
+        let token = stores.withLock { stores -> UInt64 in
+            defer { stores.next += 1 }
+            stores.open[stores.next] = store
+            return stores.next
+        }
+        return "file:/\(name)/\(token)?vfs=\(name)&mode=ro&immutable=1"
+    }
+
+    /// Drops the registration `uri(for:)` made (connections already open keep their store).
+    static func forget(_ uri: String) {
+        guard let token = token(in: uri) else { return }
+        _ = stores.withLock { $0.open.removeValue(forKey: token) }
+    }
+
+    private static func token(in name: String) -> UInt64? {
+        let path = name.split(separator: "?").first.map(String.init) ?? name
+        return path.split(separator: "/").last.flatMap { UInt64($0) }
+    }
+
+    private static func store(named name: UnsafePointer<CChar>?) -> SegmentedStore? {
+        guard let name, let token = token(in: String(cString: name)) else { return nil }
+        return stores.withLock { $0.open[token] }
+    }
+
+    private static func file(_ pointer: UnsafeMutablePointer<sqlite3_file>?) -> SegmentedStore? {
+        guard let raw = pointer.map(UnsafeMutableRawPointer.init)?.assumingMemoryBound(to: md_bundle_file.self),
+              let store = raw.pointee.store else { return nil }
+        return Unmanaged<SegmentedStore>.fromOpaque(store).takeUnretainedValue()
+    }
+
+    /// The store files' methods, made once and never changed (kept by address: SQLite reads them from any thread).
+    private static var methods: UnsafeMutablePointer<sqlite3_io_methods> {
+        UnsafeMutablePointer(bitPattern: methodsAddress)!
+    }
+
+    private static let methodsAddress: UInt = {
+        let methods = UnsafeMutablePointer<sqlite3_io_methods>.allocate(capacity: 1)
+        methods.initialize(to: sqlite3_io_methods())
+        methods.pointee.iVersion = 1
+        methods.pointee.xClose = { file in
+            if let raw = file.map(UnsafeMutableRawPointer.init)?.assumingMemoryBound(to: md_bundle_file.self),
+               let store = raw.pointee.store {
+                Unmanaged<SegmentedStore>.fromOpaque(store).release()
+                raw.pointee.store = nil
+            }
+            return SQLITE_OK
+        }
+        methods.pointee.xRead = { file, buffer, count, offset in
+            guard let store = BundleVFS.file(file), let buffer else { return md_sqlite_ioerr_read }
+            do {
+                let copied = try store.read(into: buffer, count: Int(count), at: offset)
+                guard copied == Int(count) else {
+                    (buffer + copied).initializeMemory(as: UInt8.self, repeating: 0, count: Int(count) - copied)
+                    return md_sqlite_ioerr_short_read
+                }
+                return SQLITE_OK
+            } catch let error as DocumentError {
+                store.fail(error)
+                return md_sqlite_ioerr_read
+            } catch {
+                store.fail(DocumentError(.ioFailure, path: store.reader.path, entry: BundleLayout.store,
+                                         reason: "cannot read the store: \(error)"))
+                return md_sqlite_ioerr_read
+            }
+        }
+        methods.pointee.xWrite = { _, _, _, _ in SQLITE_READONLY }
+        methods.pointee.xTruncate = { _, _ in SQLITE_READONLY }
+        methods.pointee.xSync = { _, _ in SQLITE_OK }
+        methods.pointee.xFileSize = { file, size in
+            guard let store = BundleVFS.file(file) else { return md_sqlite_ioerr_fstat }
+            size?.pointee = store.size
+            return SQLITE_OK
+        }
+        methods.pointee.xLock = { _, _ in SQLITE_OK }
+        methods.pointee.xUnlock = { _, _ in SQLITE_OK }
+        methods.pointee.xCheckReservedLock = { _, result in
+            result?.pointee = 0
+            return SQLITE_OK
+        }
+        methods.pointee.xFileControl = { _, _, _ in SQLITE_NOTFOUND }
+        methods.pointee.xSectorSize = { _ in 4096 }
+        methods.pointee.xDeviceCharacteristics = { _ in SQLITE_IOCAP_IMMUTABLE }
+        return UInt(bitPattern: methods)
+    }()
+
+    private static func register() -> Bool {
+        guard let fallback = sqlite3_vfs_find(nil) else { return false }
+        let vfs = UnsafeMutablePointer<sqlite3_vfs>.allocate(capacity: 1)  // lives as long as the process
+        vfs.initialize(to: sqlite3_vfs())
+        vfs.pointee.iVersion = 2
+        // > Room for the default VFS's own files too: temporary files (a large sort) go to it.
+        vfs.pointee.szOsFile = max(Int32(MemoryLayout<md_bundle_file>.size), fallback.pointee.szOsFile)
+        vfs.pointee.mxPathname = 1024
+        vfs.pointee.zName = UnsafePointer(strdup(name))
+        vfs.pointee.pAppData = UnsafeMutableRawPointer(fallback)
+        vfs.pointee.xOpen = { vfs, name, file, flags, outFlags in
+            guard let file else { return SQLITE_CANTOPEN }
+            guard flags & SQLITE_OPEN_MAIN_DB != 0 else {
+                // > Not the store: a temporary file (a sort, a temporary table), served by the default VFS.
+                let fallback = vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
+                return fallback.pointee.xOpen(fallback, name, file, flags, outFlags)
+            }
+            let raw = UnsafeMutableRawPointer(file).assumingMemoryBound(to: md_bundle_file.self)
+            raw.pointee.base.pMethods = nil
+            raw.pointee.store = nil
+            guard flags & SQLITE_OPEN_READWRITE == 0, let store = BundleVFS.store(named: name) else {
+                return SQLITE_CANTOPEN
+            }
+            raw.pointee.store = Unmanaged.passRetained(store).toOpaque()
+            raw.pointee.base.pMethods = UnsafePointer(BundleVFS.methods)
+            outFlags?.pointee = SQLITE_OPEN_READONLY
+            return SQLITE_OK
+        }
+        vfs.pointee.xDelete = { vfs, name, syncFolder in
+            let fallback = vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
+            return fallback.pointee.xDelete(fallback, name, syncFolder)
+        }
+        vfs.pointee.xAccess = { vfs, name, flags, result in
+            // > The store's journal or WAL names lie under a folder that does not exist: never there.
+            let fallback = vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
+            return fallback.pointee.xAccess(fallback, name, flags, result)
+        }
+        vfs.pointee.xFullPathname = { _, name, count, output in
+            guard let name, let output, count > 0 else { return SQLITE_CANTOPEN }
+            let length = min(Int(count) - 1, strlen(name))
+            memcpy(output, name, length)
+            output[length] = 0
+            return SQLITE_OK
+        }
+        vfs.pointee.xRandomness = { vfs, count, output in
+            let fallback = vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
+            return fallback.pointee.xRandomness(fallback, count, output)
+        }
+        vfs.pointee.xSleep = { vfs, microseconds in
+            let fallback = vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
+            return fallback.pointee.xSleep(fallback, microseconds)
+        }
+        vfs.pointee.xCurrentTime = { vfs, time in
+            let fallback = vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
+            return fallback.pointee.xCurrentTime(fallback, time)
+        }
+        vfs.pointee.xGetLastError = { _, _, _ in 0 }
+        vfs.pointee.xCurrentTimeInt64 = { vfs, time in
+            let fallback = vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
+            return fallback.pointee.xCurrentTimeInt64(fallback, time)
+        }
+        return sqlite3_vfs_register(vfs, 0) == SQLITE_OK
+    }
+}

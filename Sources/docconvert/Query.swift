@@ -1,0 +1,138 @@
+import ArgumentParser
+import Foundation
+import GRDB
+import ManagedDocument
+import SystemPackage
+
+struct Query: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a read-only SQL query on a bundle's store, without extracting it.",
+        discussion: """
+            The store is read in place when the bundle allows it (it records segment digests, and its store is \
+            stored, or deflated with a restart index): only the segments the query touches are read and \
+            inflated, each checked against its SHA-256 before SQLite sees a byte of it, with a bounded cache \
+            (--cache-size). Otherwise (a bundle of an older or another writer, a repacked one) the store is \
+            extracted into a private temporary folder, checked as a whole and read there; a notice on standard \
+            error says so. The bundle is never changed, and writes are refused (the connection is read-only).
+
+            Rows go to standard output, one per line, values separated by tabs, after a line of column names \
+            (NULL for null, <blob N bytes> for blobs); --json prints one object with `access`, `columns` and \
+            `rows` (arrays of values; blobs as {"base64": …}), streamed as the rows come.
+
+            Exit status: 0; 64 for a bad option or SQL that SQLite refuses; 66 when the bundle does not exist; 65 \
+            when it is refused or a segment of its store is damaged; 74 on an I/O error.
+
+            Examples:
+              docconvert query Notes.mdz "SELECT count(*) FROM note"
+              docconvert query --json Notes.mdz "SELECT id, title FROM note WHERE id < 10"
+            """
+    )
+
+    @Argument(help: "The bundle.")
+    var bundle: String
+
+    @Argument(help: "One SQL statement (read-only).")
+    var sql: String
+
+    @Option(name: .long, help: "MiB of inflated store segments kept in memory.")
+    var cacheSize: Int = BundleStore.defaultCacheSize >> 20
+
+    @OptionGroup var output: OutputOptions
+
+    func validate() throws {
+        guard cacheSize >= 1 else { throw ValidationError("--cache-size must be at least 1 (MiB)") }
+    }
+
+    func run() throws {
+        let store = try reportingErrors { try BundleStore(at: FilePath(bundle), cacheSize: cacheSize << 20) }
+        defer { store.close() }
+        if let reason = store.reason {
+            FileHandle.standardError.write(Data("notice: \(bundle): the store was extracted to be read: \(reason)\n".utf8))
+        }
+        let out = BufferedOutput()
+        do {
+            try reportingErrors {
+                try store.read { db in
+                    let statement = try db.makeStatement(sql: sql)
+                    let columns = statement.columnNames
+                    if output.json {
+                        out.write("{\"access\":\(Self.json(.text(store.access.rawValue))),\"columns\":[")
+                        out.write(columns.map { Self.json(.text($0)) }.joined(separator: ","))
+                        out.write("],\"rows\":[")
+                    } else {
+                        out.write(columns.joined(separator: "\t") + "\n")
+                    }
+                    let rows = try Row.fetchCursor(statement)
+                    var first = true
+                    while let row = try rows.next() {
+                        let values = row.databaseValues.map(Self.value)
+                        if output.json {
+                            out.write((first ? "\n" : ",\n") + "[" + values.map(Self.json).joined(separator: ",") + "]")
+                        } else {
+                            out.write(values.map(Self.text).joined(separator: "\t") + "\n")
+                        }
+                        first = false
+                    }
+                    if output.json { out.write("\n]}\n") }
+                }
+            }
+        } catch let error as DatabaseError {
+            out.flush()
+            FileHandle.standardError.write(Data("error: SQL: \(error.message ?? "\(error)")\n".utf8))
+            throw ExitCode(64)
+        }
+        out.flush()
+    }
+
+    enum Value {
+        case null, integer(Int64), real(Double), text(String), blob(Data)
+    }
+
+    static func value(_ value: DatabaseValue) -> Value {
+        switch value.storage {
+        case .null: return .null
+        case .int64(let number): return .integer(number)
+        case .double(let number): return .real(number)
+        case .string(let text): return .text(text)
+        case .blob(let data): return .blob(data)
+        }
+    }
+
+    static func text(_ value: Value) -> String {
+        switch value {
+        case .null: return "NULL"
+        case .integer(let number): return String(number)
+        case .real(let number): return String(number)
+        case .text(let text): return text
+        case .blob(let data): return "<blob \(data.count) bytes>"
+        }
+    }
+
+    static func json(_ value: Value) -> String {
+        switch value {
+        case .null: return "null"
+        case .integer(let number): return String(number)
+        case .real(let number): return number.isFinite ? String(number) : "null"
+        case .text(let text):
+            let data = (try? JSONEncoder().encode(text)) ?? Data("\"\"".utf8)
+            return String(decoding: data, as: UTF8.self)
+        case .blob(let data): return "{\"base64\":\"\(data.base64EncodedString())\"}"
+        }
+    }
+}
+
+/// Standard output in 64 KiB writes (a query can print millions of rows).
+final class BufferedOutput {
+    private var buffer = Data()
+
+    func write(_ text: String) {
+        buffer.append(contentsOf: text.utf8)
+        if buffer.count >= 64 << 10 { flush() }
+    }
+
+    func flush() {
+        guard !buffer.isEmpty else { return }
+        FileHandle.standardOutput.write(buffer)
+        buffer.removeAll(keepingCapacity: true)
+    }
+}

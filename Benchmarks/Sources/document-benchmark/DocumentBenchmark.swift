@@ -4,6 +4,10 @@
 //   document-benchmark open BUNDLE WORKDIR                 prints "open SECONDS": Document.open for writing
 //   document-benchmark save BUNDLE WORKDIR [--drop-caches] prints "save SECONDS": save() after a one-row change
 //   document-benchmark metadata BUNDLE [COUNT]             prints "metadata MEDIAN_MS ...": Document.metadata(at:)
+//   document-benchmark query BUNDLE SQL [CACHE_MIB]        prints "query SECONDS ...": BundleStore (read in place)
+//                                                          opened and SQL run, its rows counted
+//   document-benchmark query-extract BUNDLE WORKDIR SQL    prints "query-extract SECONDS ...": the same through a
+//                                                          read-only Document.open (the store extracted first)
 //
 // Each timed subcommand prints exactly one line on stdout; its first two fields are the operation and its time.
 // `open` times Document.open only (lock, checks, extraction into WORKDIR, opening the store); closing without
@@ -31,6 +35,8 @@ struct DocumentBenchmark {
                document-benchmark open BUNDLE WORKDIR
                document-benchmark save BUNDLE WORKDIR [--drop-caches]
                document-benchmark metadata BUNDLE [COUNT]
+               document-benchmark query BUNDLE SQL [CACHE_MIB]
+               document-benchmark query-extract BUNDLE WORKDIR SQL
         """
 
     static func main() async {
@@ -53,6 +59,13 @@ struct DocumentBenchmark {
                 let count = arguments.count == 3 ? Int(arguments[2]) ?? 0 : 100
                 guard count > 0 else { fail("COUNT must be a positive integer\n\(usage)", status: 64) }
                 try metadata(FilePath(arguments[1]), count: count)
+            case ("query", 3), ("query", 4):
+                let cache = arguments.count == 4 ? (Int(arguments[3]) ?? 0) << 20 : BundleStore.defaultCacheSize
+                guard cache > 0 else { fail("CACHE_MIB must be a positive integer\n\(usage)", status: 64) }
+                try query(FilePath(arguments[1]), sql: arguments[2], cacheSize: cache)
+            case ("query-extract", 4):
+                try await queryExtracting(FilePath(arguments[1]), workingDirectory: FilePath(arguments[2]),
+                                          sql: arguments[3])
             default:
                 fail(usage, status: 64)
             }
@@ -90,6 +103,41 @@ struct DocumentBenchmark {
         let elapsed = ContinuousClock.now - start
         try await document.close(savingChanges: false)
         print("save \(format(seconds(elapsed)))")
+    }
+
+    /// Opens the store in place and runs `sql`, counting its rows and the bytes of its first column.
+    static func query(_ bundle: FilePath, sql: String, cacheSize: Int) throws {
+        let start = ContinuousClock.now
+        let store = try BundleStore(at: bundle, cacheSize: cacheSize)
+        let (rows, bytes) = try store.read { db in try run(sql, db) }
+        let elapsed = ContinuousClock.now - start
+        let stats = store.cacheStatistics
+        store.close()
+        print("query \(format(seconds(elapsed))) \(store.access.rawValue) rows \(rows) bytes \(bytes) segments \(stats.segmentsLoaded) cache-peak \(stats.peakBytes)")
+    }
+
+    /// The same query through today's read-only open: the store extracted into a working copy first.
+    static func queryExtracting(_ bundle: FilePath, workingDirectory: FilePath, sql: String) async throws {
+        var options = Document.OpenOptions()
+        options.isReadOnly = true
+        options.workingDirectory = workingDirectory
+        let start = ContinuousClock.now
+        let document = try await Document.open(at: bundle, options: options)
+        let (rows, bytes) = try await document.reader.read { db in try run(sql, db) }
+        let elapsed = ContinuousClock.now - start
+        try await document.close()
+        print("query-extract \(format(seconds(elapsed))) rows \(rows) bytes \(bytes)")
+    }
+
+    private static func run(_ sql: String, _ db: Database) throws -> (rows: Int, bytes: Int64) {
+        var rows = 0
+        var bytes: Int64 = 0
+        let cursor = try GRDB.Row.fetchCursor(db, sql: sql)
+        while let row = try cursor.next() {
+            rows += 1
+            bytes += row[0] as Int64? ?? 0
+        }
+        return (rows, bytes)
     }
 
     static func metadata(_ bundle: FilePath, count: Int) throws {

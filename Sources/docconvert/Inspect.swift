@@ -84,7 +84,7 @@ struct Inspect: ParsableCommand {
         print("  schema:         \(store.schemaFingerprint.prefix(16))…")
         print("  restart index:  \(reader.restartIndex)")
         if let segments = store.segments {
-            print("  segment hashes: \(segments.sha256.count) × \(formatBytes(UInt64(segments.interval))) (SHA-256 each)")
+            print("  segment hashes: \(segments.count) × \(formatBytes(UInt64(segments.interval))) (SHA-256 each)")
         } else {
             print("  segment hashes: none (written before they were recorded, or by another writer)")
         }

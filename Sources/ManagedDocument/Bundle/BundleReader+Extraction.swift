@@ -263,9 +263,10 @@ extension BundleReader {
         }
         if var hasher = segments, let recorded = metadata.store.segments {
             let found = hasher.finalize()
-            let count = max(found.count, recorded.sha256.count)
-            if let index = (0..<count).first(where: { $0 >= found.count || $0 >= recorded.sha256.count
-                                                      || found[$0] != recorded.sha256[$0] }) {
+            let digests = recorded.digests
+            let count = max(found.count, digests.count)
+            if let index = (0..<count).first(where: { $0 >= found.count || $0 >= digests.count
+                                                      || found[$0] != digests[$0] }) {
                 let range = recorded.range(ofSegment: index, size: metadata.store.size)
                 throw DocumentError(.checksumMismatch, path: path, entry: name,
                                     reason: "segment \(index) (bytes \(range.lowerBound)-\(range.upperBound - 1)) does not match its SHA-256 in 'store.segments'; the metadata does not describe this store")

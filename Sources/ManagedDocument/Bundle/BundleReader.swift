@@ -223,11 +223,13 @@ public final class BundleReader: Sendable {
             guard segments.interval >= 65_536 else {
                 throw mismatch("'store.segments.interval' is \(segments.interval); it is at least 65536")
             }
-            guard Int64(segments.sha256.count) == expected else {
-                throw mismatch("'store.segments' has \(segments.sha256.count) digests where \(expected) segments of \(segments.interval) bytes make the store")
+            let characters = Int64(segments.sha256.utf8.count)
+            guard characters == 64 * expected else {
+                throw mismatch("'store.segments.sha256' holds \(characters) characters where \(expected) segments of \(segments.interval) bytes make the store (64 each)")
             }
-            if let bad = segments.sha256.firstIndex(where: { !isSHA256($0) }) {
-                throw mismatch("'store.segments.sha256' item \(bad) is not a SHA-256")
+            if let bad = segments.sha256.utf8.firstIndex(where: { !((0x30...0x39).contains($0) || (0x61...0x66).contains($0)) }) {
+                let position = segments.sha256.utf8.distance(from: segments.sha256.utf8.startIndex, to: bad)
+                throw mismatch("'store.segments.sha256' is not lowercase hexadecimal at character \(position) (segment \(position / 64))")
             }
         }
         var listed: [String: DocumentMetadata.Entry] = [:]

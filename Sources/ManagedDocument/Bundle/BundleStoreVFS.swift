@@ -21,8 +21,10 @@ final class SegmentedStore: Sendable {
     let interval: Int64
     private let digests: [String]
     private let dataOffset: UInt64
-    /// The compressed offset of each segment, for a deflated store; `nil` for a stored one.
+    /// The compressed offset of each restart segment, for a deflated store; `nil` for a stored one.
     private let offsets: [Int64]?
+    /// Restart segments in one digest's segment (1 for a stored store).
+    private let restartsPerSegment: Int
     private let compressedSize: Int64
     private let capacity: Int
     private let state: Mutex<State>
@@ -47,7 +49,7 @@ final class SegmentedStore: Sendable {
         guard case .used(_, true) = reader.restartIndex, let restarts = reader.metadata.store.deflateRestarts else {
             return "the deflated store has no restart index that describes its stream (\(reader.restartIndex))"
         }
-        guard restarts.interval == segments.interval else {
+        guard restarts.interval > 0, segments.interval % restarts.interval == 0 else {
             return "its segment digests (every \(segments.interval) bytes) are not cut at its restart points (every \(restarts.interval) bytes)"
         }
         return nil
@@ -60,10 +62,12 @@ final class SegmentedStore: Sendable {
         self.reader = reader
         size = reader.metadata.store.size
         interval = segments.interval
-        digests = segments.sha256
+        digests = segments.digests
         dataOffset = store.dataOffset
         compressedSize = Int64(store.compressedSize)
         offsets = store.isCompressed ? reader.metadata.store.deflateRestarts?.offsets : nil
+        restartsPerSegment = Int(segments.interval / (reader.metadata.store.deflateRestarts.map {
+            store.isCompressed ? $0.interval : segments.interval } ?? segments.interval))
         capacity = max(2, cacheSize / Int(max(1, segments.interval)))
         state = Mutex(State())
     }
@@ -118,68 +122,79 @@ final class SegmentedStore: Sendable {
         return bytes
     }
 
-    /// Inflates a segment with ISA-L into `output`; whether it filled it exactly, using every input byte.
-    private static func inflateFast(_ inflater: StreamInflater, _ input: [UInt8], into output: inout [UInt8]) -> Bool {
+    /// Inflates one restart segment with ISA-L into `output`; whether it filled it exactly, using every input byte.
+    private static func inflateFast(_ inflater: StreamInflater, _ input: UnsafeRawBufferPointer,
+                                    into output: UnsafeMutableRawBufferPointer) -> Bool {
         inflater.reset()
-        return input.withUnsafeBytes { input in
-            output.withUnsafeMutableBytes { output in
-                inflater.feed(input)
-                var produced = 0
-                while produced < output.count {
-                    guard let (count, finished) = inflater.inflate(
-                        into: UnsafeMutableRawBufferPointer(rebasing: output[produced...])) else { return false }
-                    produced += count
-                    if finished || count == 0 { break }
-                }
-                return produced == output.count && inflater.pending == 0
-            }
+        inflater.feed(input)
+        var produced = 0
+        while produced < output.count {
+            guard let (count, finished) = inflater.inflate(into: UnsafeMutableRawBufferPointer(rebasing: output[produced...]))
+            else { return false }
+            produced += count
+            if finished || count == 0 { break }
         }
+        return produced == output.count && inflater.pending == 0
     }
 
-    /// Reads segment `index` from the bundle and checks it against its digest.
+    /// Reads segment `index` (the bytes its digest covers) from the bundle and checks it against its digest.
     private func load(_ index: Int, _ state: inout State) throws -> [UInt8] {
         let start = Int64(index) * interval
         let length = Int(min(interval, size - start))
-        var bytes = [UInt8](repeating: 0, count: length)
         let path = reader.path
         func damaged(_ reason: String, code: DocumentError.Code = .checksumMismatch) -> DocumentError {
             DocumentError(code, path: path, entry: BundleLayout.store,
                           reason: "segment \(index) (bytes \(start)-\(start + Int64(length) - 1)) \(reason); no byte of it was used")
         }
+        var bytes: [UInt8]
         if let offsets {
-            let from = offsets[index]
-            let to = index + 1 < offsets.count ? offsets[index + 1] : compressedSize
-            let compressed = try FileSystem.read(reader.descriptor, at: Int64(dataOffset) + from, count: Int(to - from),
-                                                 path: path)
-            guard compressed.count == Int(to - from) else { throw damaged("is cut short", code: .truncatedArchive) }
-            // > ISA-L first: several times as fast as zlib. Its output is only a candidate: the digest decides. A
-            // > segment it does not inflate to its full length goes through zlib, which names the fault exactly.
-            if state.fastInflater == nil { state.fastInflater = StreamInflater() }
-            if let fast = state.fastInflater, Self.inflateFast(fast, compressed, into: &bytes) {
-                guard SHA256.hash(data: bytes).hexString == digests[index] else {
-                    throw damaged("does not match its SHA-256 in 'store.segments'; the bundle is damaged, restore it from a backup")
+            bytes = [UInt8](repeating: 0, count: length)
+            let restartLength = Int(interval) / restartsPerSegment
+            let first = index * restartsPerSegment
+            let last = min(first + restartsPerSegment, offsets.count)
+            for restart in first..<last {
+                let from = offsets[restart]
+                let to = restart + 1 < offsets.count ? offsets[restart + 1] : compressedSize
+                let compressed = try FileSystem.read(reader.descriptor, at: Int64(dataOffset) + from,
+                                                     count: Int(to - from), path: path)
+                guard compressed.count == Int(to - from) else { throw damaged("is cut short", code: .truncatedArchive) }
+                let outputStart = (restart - first) * restartLength
+                let outputLength = min(restartLength, length - outputStart)
+                // > ISA-L first: several times as fast as zlib. Its output is only a candidate: the digest decides.
+                // > A restart segment it does not fill exactly goes through zlib, which names the fault.
+                if state.fastInflater == nil { state.fastInflater = StreamInflater() }
+                let fast = state.fastInflater
+                let filled = compressed.withUnsafeBytes { input in
+                    bytes.withUnsafeMutableBytes { output in
+                        fast.map { Self.inflateFast($0, input, into: UnsafeMutableRawBufferPointer(
+                            rebasing: output[outputStart..<(outputStart + outputLength)])) } ?? false
+                    }
                 }
-                return bytes
-            }
-            if state.inflater == nil { state.inflater = SegmentInflater() }
-            guard let inflater = state.inflater else {
-                throw DocumentError(.ioFailure, path: path, reason: "cannot allocate memory to inflate the store")
-            }
-            let result = compressed.withUnsafeBytes { input in
-                bytes.withUnsafeMutableBytes { output in
-                    inflater.inflate(input, into: output, isLast: index + 1 == offsets.count)
+                if filled { continue }
+                if state.inflater == nil { state.inflater = SegmentInflater() }
+                guard let inflater = state.inflater else {
+                    throw DocumentError(.ioFailure, path: path, reason: "cannot allocate memory to inflate the store")
                 }
-            }
-            switch result {
-            case .success(let produced) where produced == length: break
-            case .success(let produced): throw damaged("inflates to \(produced) bytes, not \(length)", code: .sizeMismatch)
-            case .failure(.overflow): throw damaged("inflates to more than its \(length) bytes", code: .sizeMismatch)
-            case .failure: throw damaged("is not valid deflate data on its own", code: .corruptArchive)
+                let result = compressed.withUnsafeBytes { input in
+                    bytes.withUnsafeMutableBytes { output in
+                        inflater.inflate(input, into: UnsafeMutableRawBufferPointer(
+                            rebasing: output[outputStart..<(outputStart + outputLength)]),
+                                         isLast: restart + 1 == offsets.count)
+                    }
+                }
+                switch result {
+                case .success(let produced) where produced == outputLength: break
+                case .success(let produced):
+                    throw damaged("inflates to \(produced) bytes, not \(outputLength), at restart point \(restart)", code: .sizeMismatch)
+                case .failure(.overflow):
+                    throw damaged("inflates to more than its share at restart point \(restart)", code: .sizeMismatch)
+                case .failure:
+                    throw damaged("is not valid deflate data from restart point \(restart) on its own", code: .corruptArchive)
+                }
             }
         } else {
-            let read = try FileSystem.read(reader.descriptor, at: Int64(dataOffset) + start, count: length, path: path)
-            guard read.count == length else { throw damaged("is cut short", code: .truncatedArchive) }
-            bytes = read
+            bytes = try FileSystem.read(reader.descriptor, at: Int64(dataOffset) + start, count: length, path: path)
+            guard bytes.count == length else { throw damaged("is cut short", code: .truncatedArchive) }
         }
         guard SHA256.hash(data: bytes).hexString == digests[index] else {
             throw damaged("does not match its SHA-256 in 'store.segments'; the bundle is damaged, restore it from a backup")

@@ -56,6 +56,8 @@ public struct WritingOptions: Sendable, Equatable {
     /// Whether the writer lists the destination's folder for temporaries that crashed writers left (off when the
     /// caller has just done so, or a batch walk does it for every folder it lists).
     var removesStaleTemporaries = true
+    /// The most segment digests a store gets (FORMAT.md 11.4): past it, a digest covers several restart segments.
+    var maximumSegmentDigests = 1024
 
     /// Options with this compression and replacement policy. A deflate level outside 1-9 is refused by the write
     /// that is given it (``DocumentError/Code/invalidArgument``), before anything is written.
@@ -134,6 +136,14 @@ public enum BundleWriter {
         func commit() throws { try atomic.commit() }
     }
 
+    /// Bytes per segment digest for a store of `size` bytes: the restart interval, doubled until at most
+    /// `maximumDigests` segments make the store.
+    static func segmentInterval(forSize size: Int64, maximumDigests: Int) -> Int64 {
+        var interval = Int64(ParallelDeflater.restartInterval(forSize: size))
+        while (size + interval - 1) / interval > Int64(max(1, maximumDigests)) { interval *= 2 }
+        return interval
+    }
+
     /// Writes a bundle aside and verifies it (the first stage of ``write(_:metadata:to:options:)``).
     ///
     /// - Parameters:
@@ -181,9 +191,11 @@ public enum BundleWriter {
                                        forcesZIP64: options.forcesZIP64,
                                        compressionThreads: options.compressionThreads)
         let compress = options.deflateLevel > 0
-        // > The store's segments are its restart segments: a reader serving pages checks the one it inflates.
+        // > A digest covers whole restart segments, so a reader serving pages inflates and checks one digest's worth;
+        // > at most `maximumSegmentDigests` of them, so that the metadata stays small enough to read at every open.
         let storeSize = try FileSystem.status(content.store)?.size ?? 0
-        var segments: SegmentHasher? = SegmentHasher(interval: Int64(ParallelDeflater.restartInterval(forSize: storeSize)))
+        var segments: SegmentHasher? = SegmentHasher(
+            interval: Self.segmentInterval(forSize: storeSize, maximumDigests: options.maximumSegmentDigests))
         let storeDigest = try addFile(content.store, named: BundleLayout.store, compressed: compress, to: writer,
                                       segments: &segments)
         var entries: [DocumentMetadata.Entry] = []
@@ -204,7 +216,7 @@ public enum BundleWriter {
             schemaFingerprint: facts.schemaFingerprint, deflateRestarts: storeDigest.restarts,
             segments: segments.map { segments in
                 var hasher = segments
-                return DocumentMetadata.SegmentDigests(interval: hasher.interval, sha256: hasher.finalize())
+                return DocumentMetadata.SegmentDigests(interval: hasher.interval, digests: hasher.finalize())
             })
         result.entries = entries
         let encodedMetadata = try result.encoded()

@@ -80,17 +80,35 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
     /// The SHA-256 of a store's uncompressed bytes, `interval` bytes at a time (the last segment holds the rest).
     ///
     /// They describe the content, not how it is compressed: they stay true when another zip tool repacks the bundle.
-    /// For a deflated store written with ``DeflateRestarts``, the segments are the restart segments.
+    /// For a deflated store written with ``DeflateRestarts``, each segment is a whole number of restart segments.
     public struct SegmentDigests: Codable, Sendable, Equatable {
         /// Bytes per segment, at least 65,536.
         public var interval: Int64
-        /// Lowercase hex SHA-256 of each segment, in order: ⌈size ÷ interval⌉ of them.
-        public var sha256: [String]
+        /// The lowercase hex SHA-256 of each segment, in order, concatenated: 64 characters a segment,
+        /// ⌈size ÷ interval⌉ segments. One string, not an array: a large store has thousands of segments, and the
+        /// metadata is read at every open.
+        public var sha256: String
 
-        /// Digests with these values.
-        public init(interval: Int64, sha256: [String]) {
+        /// Digests from their concatenation, as the metadata holds them.
+        public init(interval: Int64, sha256: String) {
             self.interval = interval
             self.sha256 = sha256
+        }
+
+        /// Digests from one lowercase hex SHA-256 per segment, in order.
+        public init(interval: Int64, digests: [String]) {
+            self.init(interval: interval, sha256: digests.joined())
+        }
+
+        /// How many digests there are (a partial one counts as one).
+        public var count: Int { (sha256.utf8.count + 63) / 64 }
+
+        /// Each segment's digest, in order.
+        public var digests: [String] {
+            let bytes = Array(sha256.utf8)
+            return stride(from: 0, to: bytes.count, by: 64).map {
+                String(decoding: bytes[$0..<min(bytes.count, $0 + 64)], as: UTF8.self)
+            }
         }
 
         /// The byte range segment `index` covers in a store of `size` bytes.

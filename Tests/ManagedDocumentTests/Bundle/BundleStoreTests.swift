@@ -49,7 +49,7 @@ struct BundleStoreTests {
             // > The cache stays within its bound (two segments at least) while the scan reads the whole store.
             let stats = store.cacheStatistics
             #expect(stats.peakBytes <= max(256 << 10, 2 * 131_072), "\(stats)")
-            let segments = store.metadata.store.segments?.sha256.count ?? 0
+            let segments = store.metadata.store.segments?.count ?? 0
             #expect(stats.segmentsLoaded >= segments * 3 / 4 && segments >= 10, "\(stats), \(segments) segments")
             // > A sort larger than SQLite's page cache spills to a temporary file (the default VFS serves it).
             let sorted = "SELECT count(*) FROM (SELECT payload FROM blob ORDER BY text DESC, payload)"
@@ -71,7 +71,7 @@ struct BundleStoreTests {
             let (bundle, _) = try Self.bundle(in: directory, pageSize: 4096, bytes: 1_400_000, level: level)
             let reader = try BundleReader(at: bundle)
             let entry = try #require(reader.entry(named: BundleLayout.store))
-            let segments = try #require(reader.metadata.store.segments).sha256.count
+            let segments = try #require(reader.metadata.store.segments).count
             let compressedOffsets = reader.metadata.store.deflateRestarts?.offsets
             let original = try Fixtures.bytes(of: bundle)
             // > The first segment, one in the middle, the last (partial) one; in its compressed bytes when deflated.
@@ -99,6 +99,45 @@ struct BundleStoreTests {
                 #expect(error.entry == BundleLayout.store && error.reason.contains("segment \(index) "), "\(error)")
                 #expect(error.path == copy)
             }
+        }
+    }
+
+    @Test("digests that cover several restart segments (a large store's): the rows read the same, damage is found",
+          arguments: [0, 2])
+    func coarseDigests(level: Int) async throws {
+        try await withTemporaryDirectory { directory in
+            let loose = try SegmentDigestTests.makeStore(at: directory.appending("store.sqlite"), bytes: 1_600_000,
+                                                         pageSize: 4096)
+            var options = WritingOptions()
+            options.compression = level == 0 ? .store : .deflate(level: level)
+            options.maximumSegmentDigests = 4
+            let bundle = directory.appending("Coarse.mdz")
+            let metadata = try BundleWriter.write(BundleContent(store: loose), metadata: DocumentMetadata(), to: bundle,
+                                                  options: options)
+            let segments = try #require(metadata.store.segments)
+            #expect(segments.interval == 512 << 10 && (3...4).contains(segments.count), "\(segments.interval) × \(segments.count)")
+            #expect(segments.digests == SegmentDigestTests.digests(of: try Fixtures.bytes(of: loose), interval: 512 << 10))
+            let store = try BundleStore(at: bundle, cacheSize: 1 << 20)
+            #expect(store.access == .segments, "\(store.reason ?? "")")
+            let queue = try DatabaseQueue(path: loose.string)
+            #expect(try Self.digests { try store.read($0) } == Self.digests { try queue.read($0) })
+            store.close()
+            _ = try BundleReader(at: bundle).verify(full: false, workingDirectory: directory)
+
+            // > A byte of the third digest's segment (its second restart segment when deflated), flipped.
+            let reader = try BundleReader(at: bundle)
+            let entry = try #require(reader.entry(named: BundleLayout.store))
+            let offset: Int64 = metadata.store.deflateRestarts.map { $0.offsets[9] + 10 } ?? (2 * 512 << 10) + 300_000
+            var bytes = try Fixtures.bytes(of: bundle)
+            bytes[Int(entry.dataOffset) + Int(offset)] ^= 0x08
+            let damaged = directory.appending("Damaged.mdz")
+            try Fixtures.write(bytes, to: damaged)
+            let error = try #require(throws: DocumentError.self) {
+                let store = try BundleStore(at: damaged)
+                defer { store.close() }
+                _ = try Self.digests { try store.read($0) }
+            }
+            #expect(error.reason.contains("segment 2 "), "\(error)")
         }
     }
 

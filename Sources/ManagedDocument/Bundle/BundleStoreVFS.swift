@@ -4,6 +4,7 @@ import Glibc
 import CSQLite
 import GRDBSQLite  // sqlite3.h's types are attributed to the first module that includes it: GRDB's
 import Crypto
+import Dispatch
 import Foundation
 import Synchronization
 import SystemPackage
@@ -11,7 +12,9 @@ import SystemPackage
 /// The bytes of a bundle's store, served segment by segment from the bundle itself (FORMAT.md 11.4): a stored store
 /// by offset, a deflated one by inflating only the restart segment that holds the bytes asked for. Every segment is
 /// checked against its SHA-256 (`store.segments`) before any of its bytes are handed out; a bounded cache keeps the
-/// last segments used.
+/// last segments used. When reads go forward segment after segment (a scan), the next segments are read, inflated
+/// and checked ahead on a second thread (at most ``readAhead`` of them in flight besides the cache), so the scan's
+/// inflating and hashing overlap SQLite's work.
 ///
 /// Reads the descriptor its ``BundleReader`` opened, for its whole life: a bundle replaced on disk meanwhile is not
 /// seen.
@@ -29,11 +32,17 @@ final class SegmentedStore: Sendable {
     private let capacity: Int
     private let state: Mutex<State>
 
+    /// Segments read ahead at most, beyond the one asked for.
+    let readAhead: Int
+    private let prefetcher = DispatchQueue(label: "ManagedDocument.readAhead", attributes: .concurrent)
+
     private struct State {
         var cache: [Int: [UInt8]] = [:]
         var recent: [Int] = []  // least recently used first
-        var inflater: SegmentInflater?
-        var fastInflater: StreamInflater?
+        /// Segments being loaded (by a read or ahead of one), with the semaphore signalled when they are done.
+        var loading: [Int: DispatchSemaphore] = [:]
+        /// The segment the last read asked for: the next one asked for makes the reads sequential.
+        var lastAsked = -2
         var failure: DocumentError?
         var peakCachedBytes = 0
         var segmentsLoaded = 0
@@ -69,6 +78,7 @@ final class SegmentedStore: Sendable {
         restartsPerSegment = Int(segments.interval / (reader.metadata.store.deflateRestarts.map {
             store.isCompressed ? $0.interval : segments.interval } ?? segments.interval))
         capacity = max(2, cacheSize / Int(max(1, segments.interval)))
+        readAhead = max(1, min(3, capacity - 1, (3 << 20) / Int(max(1, segments.interval))))
         state = Mutex(State())
     }
 
@@ -82,21 +92,19 @@ final class SegmentedStore: Sendable {
 
     /// Copies `count` bytes at `offset` into `buffer`; returns how many there were (fewer at the store's end).
     func read(into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) throws -> Int {
-        try state.withLock { state in
-            var copied = 0
-            while copied < count, offset + Int64(copied) < size {
-                let position = offset + Int64(copied)
-                let index = Int(position / interval)
-                let segment = try segmentBytes(index, &state)
-                let start = Int(position - Int64(index) * interval)
-                let take = min(count - copied, segment.count - start)
-                segment.withUnsafeBytes { bytes in
-                    (buffer + copied).copyMemory(from: bytes.baseAddress! + start, byteCount: take)
-                }
-                copied += take
+        var copied = 0
+        while copied < count, offset + Int64(copied) < size {
+            let position = offset + Int64(copied)
+            let index = Int(position / interval)
+            let segment = try segmentBytes(index)
+            let start = Int(position - Int64(index) * interval)
+            let take = min(count - copied, segment.count - start)
+            segment.withUnsafeBytes { bytes in
+                (buffer + copied).copyMemory(from: bytes.baseAddress! + start, byteCount: take)
             }
-            return copied
+            copied += take
         }
+        return copied
     }
 
     /// Records the failure for the caller; the read that met it fails.
@@ -104,22 +112,92 @@ final class SegmentedStore: Sendable {
         state.withLock { if $0.failure == nil { $0.failure = error } }
     }
 
-    private func segmentBytes(_ index: Int, _ state: inout State) throws -> [UInt8] {
-        if let bytes = state.cache[index] {
-            if let position = state.recent.firstIndex(of: index) { state.recent.remove(at: position) }
+    /// What a read finds for a segment.
+    private enum Lookup {
+        case cached([UInt8])
+        case beingLoaded(DispatchSemaphore)
+        case toLoad(DispatchSemaphore)
+    }
+
+    /// Segment `index`: from the cache, from a load under way (waited for), or loaded here (outside the lock).
+    private func segmentBytes(_ index: Int) throws -> [UInt8] {
+        while true {
+            let lookup = state.withLock { state -> Lookup in
+                if let bytes = state.cache[index] {
+                    if let position = state.recent.firstIndex(of: index) { state.recent.remove(at: position) }
+                    state.recent.append(index)
+                    return .cached(bytes)
+                }
+                if let done = state.loading[index] { return .beingLoaded(done) }
+                let done = DispatchSemaphore(value: 0)
+                state.loading[index] = done
+                return .toLoad(done)
+            }
+            switch lookup {
+            case .cached(let bytes):
+                readAhead(after: index)
+                return bytes
+            case .beingLoaded(let done):
+                done.wait()
+                done.signal()  // for any other waiter
+                continue  // cached now, or (a load that failed) loaded again here, which reports the failure
+            case .toLoad(let done):
+                defer { done.signal() }
+                let bytes: [UInt8]
+                do {
+                    bytes = try load(index)
+                } catch {
+                    _ = state.withLock { $0.loading.removeValue(forKey: index) }
+                    throw error
+                }
+                keep(bytes, as: index)
+                readAhead(after: index)
+                return bytes
+            }
+        }
+    }
+
+    /// Puts a loaded segment in the cache, evicting the least recently used one past the capacity.
+    private func keep(_ bytes: [UInt8], as index: Int) {
+        state.withLock { state in
+            state.loading[index] = nil
+            if state.cache.count >= capacity, let oldest = state.recent.first {
+                state.recent.removeFirst()
+                state.cache[oldest] = nil
+            }
+            state.cache[index] = bytes
             state.recent.append(index)
-            return bytes
+            state.segmentsLoaded += 1
+            state.peakCachedBytes = max(state.peakCachedBytes, state.cache.values.reduce(0) { $0 + $1.count })
         }
-        let bytes = try load(index, &state)
-        if state.cache.count >= capacity, let oldest = state.recent.first {
-            state.recent.removeFirst()
-            state.cache[oldest] = nil
+    }
+
+    /// After a read of segment `index` that followed one of `index - 1`, loads the next segments on the second
+    /// thread (those neither cached nor being loaded). A segment that fails there is simply not cached: the read that
+    /// needs it loads it again and reports the failure.
+    private func readAhead(after index: Int) {
+        let ahead = state.withLock { state -> [(Int, DispatchSemaphore)] in
+            defer { state.lastAsked = index }
+            guard index == state.lastAsked + 1 else { return [] }
+            var ahead: [(Int, DispatchSemaphore)] = []
+            for next in (index + 1)...(index + readAhead) where next < digests.count {
+                guard state.cache[next] == nil, state.loading[next] == nil else { continue }
+                let done = DispatchSemaphore(value: 0)
+                state.loading[next] = done
+                ahead.append((next, done))
+            }
+            return ahead
         }
-        state.cache[index] = bytes
-        state.recent.append(index)
-        state.segmentsLoaded += 1
-        state.peakCachedBytes = max(state.peakCachedBytes, state.cache.values.reduce(0) { $0 + $1.count })
-        return bytes
+        for (next, done) in ahead {
+            prefetcher.async { [self] in
+                defer { done.signal() }
+                if let bytes = try? load(next) {
+                    keep(bytes, as: next)
+                } else {
+                    _ = state.withLock { $0.loading.removeValue(forKey: next) }
+                }
+            }
+        }
     }
 
     /// Inflates one restart segment with ISA-L into `output`; whether it filled it exactly, using every input byte.
@@ -138,7 +216,7 @@ final class SegmentedStore: Sendable {
     }
 
     /// Reads segment `index` (the bytes its digest covers) from the bundle and checks it against its digest.
-    private func load(_ index: Int, _ state: inout State) throws -> [UInt8] {
+    private func load(_ index: Int) throws -> [UInt8] {
         let start = Int64(index) * interval
         let length = Int(min(interval, size - start))
         let path = reader.path
@@ -162,8 +240,7 @@ final class SegmentedStore: Sendable {
                 let outputLength = min(restartLength, length - outputStart)
                 // > ISA-L first: several times as fast as zlib. Its output is only a candidate: the digest decides.
                 // > A restart segment it does not fill exactly goes through zlib, which names the fault.
-                if state.fastInflater == nil { state.fastInflater = StreamInflater() }
-                let fast = state.fastInflater
+                let fast = StreamInflater()  // one a load: loads run on the reading and the read-ahead threads
                 let filled = compressed.withUnsafeBytes { input in
                     bytes.withUnsafeMutableBytes { output in
                         fast.map { Self.inflateFast($0, input, into: UnsafeMutableRawBufferPointer(
@@ -171,8 +248,7 @@ final class SegmentedStore: Sendable {
                     }
                 }
                 if filled { continue }
-                if state.inflater == nil { state.inflater = SegmentInflater() }
-                guard let inflater = state.inflater else {
+                guard let inflater = SegmentInflater() else {
                     throw DocumentError(.ioFailure, path: path, reason: "cannot allocate memory to inflate the store")
                 }
                 let result = compressed.withUnsafeBytes { input in

@@ -57,7 +57,7 @@ public struct WritingOptions: Sendable, Equatable {
     /// caller has just done so, or a batch walk does it for every folder it lists).
     var removesStaleTemporaries = true
     /// The most segment digests a store gets (FORMAT.md 11.4): past it, a digest covers several restart segments.
-    var maximumSegmentDigests = 1024
+    var maximumSegmentDigests = 4096
 
     /// Options with this compression and replacement policy. A deflate level outside 1-9 is refused by the write
     /// that is given it (``DocumentError/Code/invalidArgument``), before anything is written.

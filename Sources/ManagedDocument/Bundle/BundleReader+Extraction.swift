@@ -262,11 +262,8 @@ extension BundleReader {
                                 reason: "its SHA-256 does not match the metadata; the bundle is damaged, restore it from a backup")
         }
         if var hasher = segments, let recorded = metadata.store.segments {
-            let found = hasher.finalize()
-            let digests = recorded.digests
-            let count = max(found.count, digests.count)
-            if let index = (0..<count).first(where: { $0 >= found.count || $0 >= digests.count
-                                                      || found[$0] != digests[$0] }) {
+            // > As many as recorded: their count was checked against the store's size when the reader opened.
+            if let index = zip(hasher.finalize(), recorded.digests).enumerated().first(where: { $1.0 != $1.1 })?.offset {
                 let range = recorded.range(ofSegment: index, size: metadata.store.size)
                 throw DocumentError(.checksumMismatch, path: path, entry: name,
                                     reason: "segment \(index) (bytes \(range.lowerBound)-\(range.upperBound - 1)) does not match its SHA-256 in 'store.segments'; the metadata does not describe this store")

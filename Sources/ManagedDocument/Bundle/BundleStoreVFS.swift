@@ -75,8 +75,9 @@ final class SegmentedStore: Sendable {
         dataOffset = store.dataOffset
         compressedSize = Int64(store.compressedSize)
         offsets = store.isCompressed ? reader.metadata.store.deflateRestarts?.offsets : nil
-        restartsPerSegment = Int(segments.interval / (reader.metadata.store.deflateRestarts.map {
-            store.isCompressed ? $0.interval : segments.interval } ?? segments.interval))
+        // > unavailableReason made sure a deflated store's restart interval divides the segments'.
+        restartsPerSegment = Int(segments.interval / (offsets == nil ? segments.interval
+            : reader.metadata.store.deflateRestarts!.interval))
         capacity = max(2, cacheSize / Int(max(1, segments.interval)))
         readAhead = max(1, min(3, capacity - 1, (3 << 20) / Int(max(1, segments.interval))))
         state = Mutex(State())
@@ -230,38 +231,45 @@ final class SegmentedStore: Sendable {
             let restartLength = Int(interval) / restartsPerSegment
             let first = index * restartsPerSegment
             let last = min(first + restartsPerSegment, offsets.count)
+            // > One read for the compressed bytes of all the segment's restart segments.
+            let base = offsets[first]
+            let end = last < offsets.count ? offsets[last] : compressedSize
+            let compressed = try FileSystem.read(reader.descriptor, at: Int64(dataOffset) + base, count: Int(end - base),
+                                                 path: path)
+            guard compressed.count == Int(end - base) else { throw damaged("is cut short", code: .truncatedArchive) }
+            // > One inflater of each kind a load: loads run on the reading and the read-ahead threads.
+            let fast = StreamInflater()
+            var strict: SegmentInflater?
             for restart in first..<last {
-                let from = offsets[restart]
-                let to = restart + 1 < offsets.count ? offsets[restart + 1] : compressedSize
-                let compressed = try FileSystem.read(reader.descriptor, at: Int64(dataOffset) + from,
-                                                     count: Int(to - from), path: path)
-                guard compressed.count == Int(to - from) else { throw damaged("is cut short", code: .truncatedArchive) }
+                let from = Int(offsets[restart] - base)
+                let to = Int((restart + 1 < offsets.count ? offsets[restart + 1] : compressedSize) - base)
                 let outputStart = (restart - first) * restartLength
-                let outputLength = min(restartLength, length - outputStart)
+                let outputRange = outputStart..<(outputStart + min(restartLength, length - outputStart))
                 // > ISA-L first: several times as fast as zlib. Its output is only a candidate: the digest decides.
                 // > A restart segment it does not fill exactly goes through zlib, which names the fault.
-                let fast = StreamInflater()  // one a load: loads run on the reading and the read-ahead threads
                 let filled = compressed.withUnsafeBytes { input in
                     bytes.withUnsafeMutableBytes { output in
-                        fast.map { Self.inflateFast($0, input, into: UnsafeMutableRawBufferPointer(
-                            rebasing: output[outputStart..<(outputStart + outputLength)])) } ?? false
+                        guard let fast else { return false }
+                        return Self.inflateFast(fast, UnsafeRawBufferPointer(rebasing: input[from..<to]),
+                                                into: UnsafeMutableRawBufferPointer(rebasing: output[outputRange]))
                     }
                 }
                 if filled { continue }
-                guard let inflater = SegmentInflater() else {
+                if strict == nil { strict = SegmentInflater() }
+                guard let inflater = strict else {
                     throw DocumentError(.ioFailure, path: path, reason: "cannot allocate memory to inflate the store")
                 }
                 let result = compressed.withUnsafeBytes { input in
                     bytes.withUnsafeMutableBytes { output in
-                        inflater.inflate(input, into: UnsafeMutableRawBufferPointer(
-                            rebasing: output[outputStart..<(outputStart + outputLength)]),
+                        inflater.inflate(UnsafeRawBufferPointer(rebasing: input[from..<to]),
+                                         into: UnsafeMutableRawBufferPointer(rebasing: output[outputRange]),
                                          isLast: restart + 1 == offsets.count)
                     }
                 }
                 switch result {
-                case .success(let produced) where produced == outputLength: break
+                case .success(let produced) where produced == outputRange.count: break
                 case .success(let produced):
-                    throw damaged("inflates to \(produced) bytes, not \(outputLength), at restart point \(restart)", code: .sizeMismatch)
+                    throw damaged("inflates to \(produced) bytes, not \(outputRange.count), at restart point \(restart)", code: .sizeMismatch)
                 case .failure(.overflow):
                     throw damaged("inflates to more than its share at restart point \(restart)", code: .sizeMismatch)
                 case .failure:

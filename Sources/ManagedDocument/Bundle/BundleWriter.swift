@@ -191,16 +191,11 @@ public enum BundleWriter {
                                        forcesZIP64: options.forcesZIP64,
                                        compressionThreads: options.compressionThreads)
         let compress = options.deflateLevel > 0
-        // > A digest covers whole restart segments, so a reader serving pages inflates and checks one digest's worth;
-        // > at most `maximumSegmentDigests` of them, so that the metadata stays small enough to read at every open.
-        let storeSize = try FileSystem.status(content.store)?.size ?? 0
-        var segments: SegmentHasher? = SegmentHasher(
-            interval: Self.segmentInterval(forSize: storeSize, maximumDigests: options.maximumSegmentDigests))
-        let storeDigest = try addFile(content.store, named: BundleLayout.store, compressed: compress, to: writer,
-                                      segments: &segments)
+        let (storeDigest, segments) = try addFile(content.store, named: BundleLayout.store, compressed: compress,
+                                                  to: writer, segmentDigests: options.maximumSegmentDigests)
         var entries: [DocumentMetadata.Entry] = []
         for file in files {
-            let digest = try addFile(file.source, named: file.name, compressed: compress, to: writer)
+            let (digest, _) = try addFile(file.source, named: file.name, compressed: compress, to: writer)
             entries.append(DocumentMetadata.Entry(name: digest.name, size: digest.size, sha256: digest.sha256))
         }
 
@@ -213,11 +208,7 @@ public enum BundleWriter {
         result.store = DocumentMetadata.Store(
             entry: BundleLayout.store, size: storeDigest.size, sha256: storeDigest.sha256, pageSize: facts.pageSize,
             userVersion: facts.userVersion, applicationID: facts.applicationID,
-            schemaFingerprint: facts.schemaFingerprint, deflateRestarts: storeDigest.restarts,
-            segments: segments.map { segments in
-                var hasher = segments
-                return DocumentMetadata.SegmentDigests(interval: hasher.interval, digests: hasher.finalize())
-            })
+            schemaFingerprint: facts.schemaFingerprint, deflateRestarts: storeDigest.restarts, segments: segments)
         result.entries = entries
         let encodedMetadata = try result.encoded()
         try writer.addEntry(named: BundleLayout.metadata, bytes: encodedMetadata, compressed: compress)
@@ -257,15 +248,12 @@ public enum BundleWriter {
         return try write(BundleContent(store: store), metadata: metadata, to: target, options: options)
     }
 
-    private static func addFile(_ source: FilePath, named name: String, compressed: Bool,
-                                to writer: ArchiveWriter) throws -> EntryDigest {
-        var none: SegmentHasher?
-        return try addFile(source, named: name, compressed: compressed, to: writer, segments: &none)
-    }
-
-    /// Adds a file, feeding `segments` (when given) every byte read, in order.
-    private static func addFile(_ source: FilePath, named name: String, compressed: Bool,
-                                to writer: ArchiveWriter, segments: inout SegmentHasher?) throws -> EntryDigest {
+    /// Adds a file; with `segmentDigests` (the most digests it may get), also the SHA-256 of its segments, hashed
+    /// as it is read (FORMAT.md 11.4: a digest covers whole restart segments, so a reader serving pages inflates
+    /// and checks one digest's worth; their number is capped so the metadata stays small enough to read at every
+    /// open).
+    private static func addFile(_ source: FilePath, named name: String, compressed: Bool, to writer: ArchiveWriter,
+                                segmentDigests: Int? = nil) throws -> (EntryDigest, DocumentMetadata.SegmentDigests?) {
         let descriptor = try FileSystem.openForReading(source)
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
         guard let status = try FileSystem.status(source) else {
@@ -276,7 +264,10 @@ public enum BundleWriter {
             let sample = try FileSystem.read(descriptor, at: 0, count: 64 << 10, path: source)
             deflate = sample.withUnsafeBytes { isWorthDeflating($0) }
         }
-        return try writer.addEntry(named: name, size: status.size, compressed: deflate) { buffer in
+        var segments = segmentDigests.map {
+            SegmentHasher(interval: Self.segmentInterval(forSize: status.size, maximumDigests: $0))
+        }
+        let digest = try writer.addEntry(named: name, size: status.size, compressed: deflate) { buffer in
             let count: Int
             do { count = try descriptor.read(into: buffer) } catch let error as Errno {
                 throw DocumentError.io("cannot read the file", path: source, errno: error)
@@ -284,6 +275,8 @@ public enum BundleWriter {
             segments?.update(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             return count
         }
+        guard var segments else { return (digest, nil) }
+        return (digest, DocumentMetadata.SegmentDigests(interval: segments.interval, digests: segments.finalize()))
     }
 
     /// Every regular file below `folder`, sorted, as entry names under `prefix`.

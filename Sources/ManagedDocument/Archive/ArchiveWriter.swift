@@ -124,11 +124,18 @@ final class ArchiveWriter {
     ///   - name: the entry name (already validated against the format).
     ///   - size: the exact number of bytes `read` will produce.
     ///   - compressed: deflate (at the writer's level) or store.
+    ///   - reuse: restart segments whose compressed bytes are copied from an earlier stream instead of being
+    ///     compressed (``ParallelDeflater/Reuse``); the entry is then deflated in restartable slices whatever the
+    ///     entry's size and the writer's threads.
     ///   - read: fills the buffer and returns how many bytes it wrote; 0 at the end.
     @discardableResult
-    func addEntry(named name: String, size: Int64, compressed: Bool,
+    func addEntry(named name: String, size: Int64, compressed: Bool, reuse: ParallelDeflater.Reuse? = nil,
                   read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> EntryDigest {
         precondition(!isFinished, "entry added after finish()")
+        if let reuse {
+            precondition(compressed && deflateLevel > 0, "only a deflated entry reuses segments")
+            return try addDeflatedEntry(named: name, size: size, workers: compressionThreads, reuse: reuse, read: read)
+        }
         if compressed && deflateLevel > 0 {
             let isLarge = size >= Self.parallelDeflateThreshold
             if isLarge && compressionThreads > 0 {
@@ -201,7 +208,7 @@ final class ArchiveWriter {
     /// exactly as libarchive writes its own deflated entries. The bundle is re-read and every entry inflated before
     /// it takes its name (by zlib, segment by segment, where the stream has restart points; by ISA-L's inflater
     /// otherwise), so a stream that does not inflate to these bytes never lands.
-    private func addDeflatedEntry(named name: String, size: Int64, workers: Int,
+    private func addDeflatedEntry(named name: String, size: Int64, workers: Int, reuse: ParallelDeflater.Reuse? = nil,
                                   read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> EntryDigest {
         let declared = ParallelDeflater.compressedBound(forSize: size)
         let entry = try makeEntry(named: name, size: declared)
@@ -215,7 +222,7 @@ final class ArchiveWriter {
         var written: Int64 = 0
         let result: ParallelDeflater.Result
         do {
-            result = try deflater.compress(size: size, read: read) { chunk in
+            result = try deflater.compress(size: size, read: read, write: { chunk in
                 written += Int64(chunk.count)
                 guard written <= declared else {  // libarchive would drop the excess without a word
                     throw DocumentError(.ioFailure, path: path, entry: name,
@@ -231,7 +238,7 @@ final class ArchiveWriter {
                     }
                     offset += count
                 }
-            }
+            }, reuse: reuse)
         } catch let failure as ParallelDeflater.Failure {
             switch failure {
             case .sizeMismatch(let grew):
@@ -256,7 +263,7 @@ final class ArchiveWriter {
         restarts.compressedSize = Int64(written)
         restarts.crc32 = result.crc32
         return EntryDigest(name: name, size: size, sha256: result.sha256,
-                           restarts: size >= Self.parallelDeflateThreshold ? restarts : nil)
+                           restarts: size >= Self.parallelDeflateThreshold || reuse != nil ? restarts : nil)
     }
 
     /// libarchive's local header of a stored entry of the declared bound, made that of a deflated entry of `size`

@@ -63,6 +63,8 @@ final class ParallelDeflater {
         var length = 0
         var isLast = false
         var isRestart = false
+        /// The restart segment this slot stands for when its compressed bytes are reused (``Reuse``).
+        var reusedSegment: Int?
         var isPending = false
         var compressedLength = 0
         var failure: SliceDeflater.Failure?
@@ -179,10 +181,27 @@ final class ParallelDeflater {
         if wasLarge { releaseFreedMemory() }
     }
 
+    /// Restart segments whose compressed bytes are taken from an earlier stream of the same restart interval
+    /// instead of being compressed again (an incremental save, FORMAT.md 11.5). The caller proved each reused
+    /// segment's bytes unchanged and knows their CRC-32 and the whole stream's SHA-256 (the source is not read
+    /// where segments are reused, so this compressor cannot hash it).
+    struct Reuse {
+        /// The CRC-32 of restart segment `index`'s uncompressed bytes when its compressed bytes are reused; `nil`
+        /// when it is compressed. Only the last segment of the stream may be a reused last segment (one that ends
+        /// the stream): the caller reuses a last segment only as the last.
+        var crc32: (_ index: Int) -> UInt32?
+        /// Moves the source past `count` bytes (those of a reused segment).
+        var skip: (_ count: Int64) throws -> Void
+        /// Hands restart segment `index`'s reused compressed bytes to `write`, in order; returns their count.
+        var copy: (_ index: Int, _ write: (UnsafeRawBufferPointer) throws -> Void) throws -> Int64
+        /// The SHA-256 of the whole source.
+        var sha256: String
+    }
+
     /// Compresses exactly `size` bytes pulled from `read` (which returns 0 at the end) and hands the compressed bytes,
-    /// in order, to `write`.
+    /// in order, to `write`; with `reuse`, the restart segments it names are copied instead of compressed.
     func compress(size: Int64, read: (UnsafeMutableRawBufferPointer) throws -> Int,
-                  write: (UnsafeRawBufferPointer) throws -> Void) throws -> Result {
+                  write: (UnsafeRawBufferPointer) throws -> Void, reuse: Reuse? = nil) throws -> Result {
         var hasher = SHA256()
         var crc: UInt32 = 0
         var consumed: Int64 = 0
@@ -198,8 +217,12 @@ final class ParallelDeflater {
             if let failure = slot.failure { throw Failure.compressor(engine, failure) }
             if slot.isRestart { restarts.append(compressed) }
             crc = CRC32.combine(crc, slot.crc32, lengthB: slot.length)
-            try write(UnsafeRawBufferPointer(rebasing: slot.output[..<slot.compressedLength]))
-            compressed += Int64(slot.compressedLength)
+            if let index = slot.reusedSegment, let reuse {
+                compressed += try reuse.copy(index, write)
+            } else {
+                try write(UnsafeRawBufferPointer(rebasing: slot.output[..<slot.compressedLength]))
+                compressed += Int64(slot.compressedLength)
+            }
             emitted += 1
         }
 
@@ -207,7 +230,29 @@ final class ParallelDeflater {
         while !isFinished {
             if submitted - emitted == slots.count { try emitOldest() }
             let slot = slots[submitted % slots.count]
-            slot.isRestart = (submitted * sliceSize) % restartInterval == 0
+            slot.isRestart = consumed % Int64(restartInterval) == 0
+            slot.reusedSegment = nil
+            if slot.isRestart, let reuse, let segmentCRC = reuse.crc32(Int(consumed / Int64(restartInterval))) {
+                // A whole restart segment, copied when its turn comes to be written; the source skips it.
+                let length = min(Int64(restartInterval), size - consumed)
+                try reuse.skip(length)
+                slot.reusedSegment = Int(consumed / Int64(restartInterval))
+                slot.length = Int(length)
+                slot.crc32 = segmentCRC
+                slot.failure = nil
+                consumed += length
+                slot.isLast = consumed == size
+                if slot.isLast {
+                    var probe: UInt8 = 0
+                    let extra = try withUnsafeMutableBytes(of: &probe) { try read($0) }
+                    if extra != 0 { throw Failure.sizeMismatch(grew: true) }
+                }
+                slot.isPending = true
+                slot.done.signal()
+                submitted += 1
+                isFinished = slot.isLast
+                continue
+            }
             if !slot.isRestart {
                 // > Before the slice is read: with one slot, the previous slice is the one about to be overwritten.
                 let previous = slots[(submitted - 1) % slots.count]
@@ -235,7 +280,7 @@ final class ParallelDeflater {
                 let extra = try withUnsafeMutableBytes(of: &probe) { try read($0) }
                 if extra != 0 { throw Failure.sizeMismatch(grew: true) }
             }
-            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: slice[..<length]))
+            if reuse == nil { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: slice[..<length])) }
             let worker = workers[submitted % workers.count]
             slot.isPending = true
             if let queue = worker.queue {
@@ -248,7 +293,7 @@ final class ParallelDeflater {
         }
         while emitted < submitted { try emitOldest() }
         return Result(uncompressedSize: consumed, compressedSize: compressed, crc32: crc,
-                      sha256: hasher.finalize().hexString,
+                      sha256: reuse?.sha256 ?? hasher.finalize().hexString,
                       restarts: DeflateRestarts(interval: Int64(restartInterval), offsets: restarts))
     }
 }

@@ -46,10 +46,11 @@ extension BundleReader {
     /// ``extract(into:)`` with the files created at `permissions` (the umask applies too): a document's working
     /// copy is extracted at 0600.
     @discardableResult
-    func extract(into directory: FilePath, permissions: FilePermissions) throws -> ExtractedBundle {
+    func extract(into directory: FilePath, permissions: FilePermissions,
+                 checkingSegments: Bool = false) throws -> ExtractedBundle {
         let created = try Self.prepareEmptyDirectory(directory)
         do {
-            try streamEntries(into: directory, permissions: permissions) { _ in true }
+            try streamEntries(into: directory, permissions: permissions, checkingSegments: checkingSegments) { _ in true }
         } catch {
             if created {
                 try? FileSystem.removeTree(directory)  // Cleanup after a first error; the error is what counts.
@@ -67,6 +68,16 @@ extension BundleReader {
                                additionalContent: FileSystem.isDirectory(additional) ? additional : nil)
     }
 
+    /// ``extract(into:permissions:checkingSegments:)`` at 0600 with every segment digest checked, and the identity
+    /// the bundle file had throughout (`nil` when it changed while it was read): what a save may trust of it later
+    /// (``SegmentReuse``: each of its segments inflates to the bytes its digest names).
+    func extractVerifying(into directory: FilePath) throws -> (ExtractedBundle, FileIdentity?) {
+        let before = FileIdentity(descriptor)
+        let extracted = try extract(into: directory, permissions: [.ownerReadWrite], checkingSegments: true)
+        let after = FileIdentity(descriptor)
+        return (extracted, before == after ? after : nil)
+    }
+
     /// Inflates every entry without writing anything, checking CRC-32s, sizes, SHA-256s and the store's header.
     ///
     /// This is the re-read a writer does before it renames a new bundle into place.
@@ -75,6 +86,14 @@ extension BundleReader {
     ///   (`store.segments`), naming the first segment that does not match (``DocumentError/Code/checksumMismatch``).
     public func verifyEntries(checkingSegments: Bool = true) throws {
         try streamEntries(into: nil, checkingSegments: checkingSegments) { _ in false }
+    }
+
+    /// ``verifyEntries(checkingSegments:)`` with the store's data checked by `checkingStore` instead of inflated
+    /// (an incremental save checks the store in proportion to what changed: ``SegmentReuse/verify(_:)``).
+    func verifyEntries(checkingSegments: Bool, checkingStore: (BundleReader) throws -> Void) throws {
+        try withoutActuallyEscaping(checkingStore) { check in
+            try streamEntries(into: nil, checkingSegments: checkingSegments, checkingStore: check) { _ in false }
+        }
     }
 
     /// Checks everything the reader checks, then the store with SQLite: `PRAGMA integrity_check` when `full`,
@@ -120,6 +139,7 @@ extension BundleReader {
     func streamEntries(into directory: FilePath?,
                        permissions: FilePermissions = [.ownerReadWrite, .groupRead, .otherRead],
                        checkingSegments: Bool = false,
+                       checkingStore: ((BundleReader) throws -> Void)? = nil,
                        shouldWrite: (BundleEntry) -> Bool) throws -> UInt64 {
         var byName: [String: BundleEntry] = [:]
         for entry in entries { byName[entry.name] = entry }
@@ -153,6 +173,10 @@ extension BundleReader {
                                     reason: "is not a regular file; bundles hold only regular files")
             }
             if entry.role == .mimetype || entry.role == .metadata { continue }  // checked when the reader opened
+            if entry.role == .store, let checkingStore {
+                try checkingStore(self)
+                continue
+            }
 
             var output: FileDescriptor?
             var outputPath: FilePath?

@@ -125,15 +125,20 @@ public enum BundleWriter {
     final class Staged {
         /// The metadata the bundle holds, as readers will see it.
         let metadata: DocumentMetadata
+        /// How the store was written: whole, or reusing the replaced bundle's segments.
+        let report: SaveReport
         private let atomic: AtomicFile
 
-        fileprivate init(metadata: DocumentMetadata, atomic: AtomicFile) {
+        fileprivate init(metadata: DocumentMetadata, report: SaveReport, atomic: AtomicFile) {
             self.metadata = metadata
+            self.report = report
             self.atomic = atomic  // its deinit removes the temporary unless committed
         }
 
-        /// Renames the bundle into place and flushes its folder.
-        func commit() throws { try atomic.commit() }
+        /// Renames the bundle into place and flushes its folder; returns the identity of the file now in place (what
+        /// a later save passes as `reusing` while it holds).
+        @discardableResult
+        func commit() throws -> FileIdentity? { try atomic.commit() }
     }
 
     /// Bytes per segment digest for a store of `size` bytes: the restart interval, doubled until at most
@@ -153,8 +158,12 @@ public enum BundleWriter {
     ///     carries over).
     ///   - completingMetadata: changes the metadata once the store is packed, given what was packed (its size and
     ///     SHA-256), before the metadata entry is written.
+    ///   - reusing: the identity the bundle at `target` had when this process last verified it (extracted every
+    ///     entry of it, or wrote it): while the file there still has it, the store's unchanged segments are copied
+    ///     from it instead of being deflated again (``SegmentReuse``, FORMAT.md 11.5).
     static func stage(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
                       options: WritingOptions, storeFacts: StoreFacts? = nil, permissionsOf: FilePath? = nil,
+                      reusing: FileIdentity? = nil,
                       completingMetadata: (inout DocumentMetadata, EntryDigest) throws -> Void = { _, _ in })
     throws -> Staged {
         try options.validate(for: target)
@@ -191,8 +200,8 @@ public enum BundleWriter {
                                        forcesZIP64: options.forcesZIP64,
                                        compressionThreads: options.compressionThreads)
         let compress = options.deflateLevel > 0
-        let (storeDigest, segments) = try addFile(content.store, named: BundleLayout.store, compressed: compress,
-                                                  to: writer, segmentDigests: options.maximumSegmentDigests)
+        let (storeDigest, segments, plan, report) = try addStore(content.store, compressed: compress, to: writer,
+                                                                 target: target, reusing: reusing, options: options)
         var entries: [DocumentMetadata.Entry] = []
         for file in files {
             let (digest, _) = try addFile(file.source, named: file.name, compressed: compress, to: writer)
@@ -217,8 +226,60 @@ public enum BundleWriter {
         // Re-read what was written before it takes the destination's name; the metadata returned is what readers see
         // (dates at the precision they are written with).
         let written = try BundleReader(at: atomic.temporaryPath)
-        try written.verifyEntries(checkingSegments: false)  // written from the bytes the store's SHA-256 covers
-        return Staged(metadata: written.metadata, atomic: atomic)
+        if let plan {
+            // > In proportion: reused bytes compared with the replaced bundle's, new segments inflated and checked.
+            try written.verifyEntries(checkingSegments: false, checkingStore: plan.verify)
+        } else {
+            try written.verifyEntries(checkingSegments: false)  // written from the bytes the store's SHA-256 covers
+        }
+        return Staged(metadata: written.metadata, report: report, atomic: atomic)
+    }
+
+    /// Adds the store: reusing the replaced bundle's unchanged segments when `reusing` allows it, whole otherwise.
+    private static func addStore(_ store: FilePath, compressed: Bool, to writer: ArchiveWriter, target: FilePath,
+                                 reusing: FileIdentity?, options: WritingOptions)
+    throws -> (EntryDigest, DocumentMetadata.SegmentDigests?, SegmentReuse?, SaveReport) {
+        var reason = "no bundle this process verified to reuse"
+        if let reusing {
+            if !compressed {
+                reason = "the store is stored, not deflated: there is nothing to save by reusing it"
+            } else if let plan = try planReuse(store, target: target, identity: reusing, options: options,
+                                               reason: &reason) {
+                let digest = try addFile(store, named: BundleLayout.store, compressed: true, to: writer, reuse: plan).0
+                let report = SaveReport(mode: .incremental, segments: plan.reused.count,
+                                        reusedSegments: plan.reusedCount, reason: nil)
+                return (digest, plan.digests, plan, report)
+            }
+        }
+        let (digest, segments) = try addFile(store, named: BundleLayout.store, compressed: compressed, to: writer,
+                                             segmentDigests: options.maximumSegmentDigests)
+        let report = SaveReport(mode: .full, segments: digest.restarts?.offsets.count ?? 0, reusedSegments: 0,
+                                reason: reason)
+        return (digest, segments, nil, report)
+    }
+
+    /// The reuse of the bundle at `target`'s store segments, or `nil` with the reason in `reason`.
+    private static func planReuse(_ store: FilePath, target: FilePath, identity: FileIdentity, options: WritingOptions,
+                                  reason: inout String) throws -> SegmentReuse? {
+        let previous: BundleReader
+        do {
+            previous = try BundleReader(at: target)
+        } catch let error as DocumentError {
+            reason = "the bundle being replaced cannot be read (\(error.reason))"
+            return nil
+        }
+        let descriptor = try FileSystem.openForReading(store)
+        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+        guard let size = try FileSystem.status(store)?.size else {
+            throw DocumentError(.notFound, path: store, reason: "no such file")
+        }
+        switch try SegmentReuse.plan(store: store, descriptor: descriptor, size: size, previous: previous,
+                                     identity: identity, maximumDigests: options.maximumSegmentDigests) {
+        case .reuse(let plan): return plan
+        case .full(let why):
+            reason = why
+            return nil
+        }
     }
 
     /// Creates a new document whose store is an empty SQLite database.
@@ -252,22 +313,37 @@ public enum BundleWriter {
     /// as it is read (FORMAT.md 11.4: a digest covers whole restart segments, so a reader serving pages inflates
     /// and checks one digest's worth; their number is capped so the metadata stays small enough to read at every
     /// open).
+    ///
+    /// With `reuse`, the segments it names are copied from the replaced bundle (the source skips them) and its
+    /// digests, made from the same bytes, are the file's.
     private static func addFile(_ source: FilePath, named name: String, compressed: Bool, to writer: ArchiveWriter,
-                                segmentDigests: Int? = nil) throws -> (EntryDigest, DocumentMetadata.SegmentDigests?) {
+                                segmentDigests: Int? = nil, reuse: SegmentReuse? = nil)
+    throws -> (EntryDigest, DocumentMetadata.SegmentDigests?) {
         let descriptor = try FileSystem.openForReading(source)
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
         guard let status = try FileSystem.status(source) else {
             throw DocumentError(.notFound, path: source, reason: "no such file")
         }
         var deflate = compressed
-        if compressed {
+        if compressed && reuse == nil {
             let sample = try FileSystem.read(descriptor, at: 0, count: 64 << 10, path: source)
             deflate = sample.withUnsafeBytes { isWorthDeflating($0) }
         }
         var segments = segmentDigests.map {
             SegmentHasher(interval: Self.segmentInterval(forSize: status.size, maximumDigests: $0))
         }
-        let digest = try writer.addEntry(named: name, size: status.size, compressed: deflate) { buffer in
+        let reusing = reuse.map { plan in
+            ParallelDeflater.Reuse(
+                crc32: { plan.reusedCRC($0) },
+                skip: { count in
+                    do { _ = try descriptor.seek(offset: count, from: .current) } catch let error as Errno {
+                        throw DocumentError.io("cannot read the file", path: source, errno: error)
+                    }
+                },
+                copy: { index, write in try plan.copy(index, to: write) },
+                sha256: plan.sha256)
+        }
+        let digest = try writer.addEntry(named: name, size: status.size, compressed: deflate, reuse: reusing) { buffer in
             let count: Int
             do { count = try descriptor.read(into: buffer) } catch let error as Errno {
                 throw DocumentError.io("cannot read the file", path: source, errno: error)

@@ -200,9 +200,10 @@ extension Document {
             try FileSystem.createDirectory(copy.directory, mode: 0o700)
         }
         let copyLock = try lockWorkingCopy(copy)
+        var verified: FileIdentity?
         do {
             if !recovered {
-                try reader.extract(into: copy.content, permissions: [.ownerReadWrite])
+                verified = try reader.extractVerifying(into: copy.content).1
                 try copy.writeBase(WorkingCopy.Base(bundle: path.string, storeSHA256: reader.metadata.store.sha256))
             }
             let queue = try openQueue(copy.store, readOnly: false)
@@ -216,7 +217,7 @@ extension Document {
                                         metadata: metadata, queue: queue, documentLock: documentLock,
                                         workingCopy: copy, workingCopyLock: copyLock, options: options,
                                         conversionReport: report, appliedMigrations: applied,
-                                        hasUnsavedChanges: recovered)
+                                        hasUnsavedChanges: recovered, verifiedBundle: verified)
             if needsSave { try await document.save() }
             return document
         } catch {

@@ -124,6 +124,11 @@ public final class Document: Sendable {
         /// The working copy's store, read only for its file change counter (never through SQLite); closed by
         /// `close()`.
         var storeHeader: FileDescriptor?
+        /// The identity of the bundle file when this open last verified all of it (extracted it, or wrote it): a
+        /// save reuses its unchanged segments while the file at ``path`` still has it.
+        var verifiedBundle: FileIdentity?
+        /// How the last save of this open wrote the store.
+        var lastSave: SaveReport?
     }
 
     private let guarded: Mutex<Guarded>
@@ -133,7 +138,8 @@ public final class Document: Sendable {
 
     init(path: FilePath, isReadOnly: Bool, editingDisabled: Bool, metadata: DocumentMetadata, queue: DatabaseQueue,
          documentLock: DocumentLock?, workingCopy: WorkingCopy, workingCopyLock: FileDescriptor, options: OpenOptions,
-         conversionReport: ConversionReport?, appliedMigrations: [String], hasUnsavedChanges: Bool) throws {
+         conversionReport: ConversionReport?, appliedMigrations: [String], hasUnsavedChanges: Bool,
+         verifiedBundle: FileIdentity? = nil) throws {
         self.path = path
         self.isReadOnly = isReadOnly
         self.documentLock = documentLock
@@ -152,7 +158,7 @@ public final class Document: Sendable {
         self.guarded = Mutex(Guarded(
             state: editingDisabled ? .editingDisabled : (hasUnsavedChanges ? .hasUnsavedChanges : .normal),
             metadata: metadata, queue: queue, savedChangeCounter: counter, workingCopyLock: workingCopyLock,
-            storeHeader: header))
+            storeHeader: header, verifiedBundle: verifiedBundle))
         let observer = ChangeObserver()  // GRDB keeps it for the connection's life
         observer.document = self
         queue.inDatabase { db in db.add(transactionObserver: observer, extent: .databaseLifetime) }
@@ -168,6 +174,11 @@ public final class Document: Sendable {
 
     /// The document's metadata as of the last open or save.
     public var metadata: DocumentMetadata { guarded.withLock { $0.metadata } }
+
+    /// How the last save of this open wrote the store (`nil` before the first): incremental, when the bundle it
+    /// replaced was the one this open verified and its unchanged segments were copied (FORMAT.md 11.5), or full,
+    /// with the reason.
+    public var lastSave: SaveReport? { guarded.withLock { $0.lastSave } }
 
     /// The current state, answered from memory and the working copy's 4-byte file change counter: it never goes
     /// through SQLite, so it can be read from any thread, inside a write, and while a save runs.
@@ -236,6 +247,11 @@ public final class Document: Sendable {
     /// renamed into place (keeping the replaced bundle's permissions), and ``metadata`` becomes the saved one
     /// (`modifiedAt` and checksums updated).
     ///
+    /// A save costs what changed: when the bundle on disk is the one this open extracted or last saved (same file,
+    /// unchanged since), the store's segments whose SHA-256 still matches are copied from it compressed, and only
+    /// the others are deflated; the new bundle's reused bytes are compared with the old one's and its new segments
+    /// inflated and checked before it replaces anything (FORMAT.md 11.5). ``lastSave`` tells which it was.
+    ///
     /// - Throws: ``DocumentError/Code/closed`` after ``close(savingChanges:)``, ``DocumentError/Code/readOnly``
     ///   for a read-only document, and the codes of ``BundleWriter/write(_:metadata:to:options:)``. On a failure
     ///   the state becomes ``State/savingFailed``, the bundle is the previous save, and the working copy keeps the
@@ -253,7 +269,16 @@ public final class Document: Sendable {
                     externalData: FileSystem.isDirectory(self.workingCopy.externalData) ? self.workingCopy.externalData : nil,
                     additionalContent: FileSystem.isDirectory(self.workingCopy.additionalContent)
                         ? self.workingCopy.additionalContent : nil)
-                let saved = try BundleWriter.write(content, metadata: metadata, to: self.path, options: self.options.saving)
+                let verified = self.guarded.withLock { $0.verifiedBundle }
+                let staged = try BundleWriter.stage(content, metadata: metadata, to: self.path,
+                                                    options: self.options.saving, reusing: verified)
+                let identity = try staged.commit()
+                let saved = staged.metadata
+                self.options.logger.info("saved \(self.path): \(staged.report)")
+                self.guarded.withLock {
+                    $0.verifiedBundle = identity
+                    $0.lastSave = staged.report
+                }
                 try self.workingCopy.writeBase(WorkingCopy.Base(bundle: self.path.string, storeSHA256: saved.store.sha256))
                 let counter = try self.currentChangeCounter()
                 // > Set while the barrier holds every writer out, so no commit falls between the save and its mark.
@@ -285,7 +310,7 @@ public final class Document: Sendable {
         let reader = try BundleReader(at: path, limits: options.limits)
         let scratch = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "revert-")
         defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the revert's outcome is what counts.
-        let extracted = try reader.extract(into: scratch.appending("content"), permissions: [.ownerReadWrite])
+        let (extracted, verified) = try reader.extractVerifying(into: scratch.appending("content"))
         var configuration = Configuration()
         configuration.readonly = true
         let source = try DatabaseQueue(path: extracted.store.string, configuration: configuration)
@@ -309,6 +334,7 @@ public final class Document: Sendable {
                 $0.metadata = reader.metadata
                 $0.savedChangeCounter = counter
                 $0.savedGeneration += 1
+                $0.verifiedBundle = verified
                 if $0.state != .editingDisabled { $0.state = .normal }
             }
             try self.workingCopy.writeBase(WorkingCopy.Base(bundle: self.path.string,

@@ -98,7 +98,11 @@ final class AtomicFile {
     }
 
     /// Flushes the temporary file, renames it over the target, and flushes the folder.
-    func commit() throws {
+    ///
+    /// - Returns: the identity of the file now under the target's name, taken after the rename (which changes its
+    ///   status change time): a later writer may trust the bytes it wrote while that identity holds.
+    @discardableResult
+    func commit() throws -> FileIdentity? {
         precondition(!isFinished, "AtomicFile committed or discarded twice")
         if replacing { try adoptPermissionsOfTarget() }
         try FileSystem.sync(descriptor, path: temporaryPath)
@@ -118,9 +122,11 @@ final class AtomicFile {
             }
         }
         isFinished = true
+        let identity = FileIdentity(descriptor)
         try? descriptor.close()  // Squash close error: the data is already flushed and renamed.
         let directory = target.removingLastComponent()
         try FileSystem.syncDirectory(directory.isEmpty ? "." : directory)
+        return identity
     }
 
     /// Gives the temporary file the permission bits, owner and group of the file it is about to replace (owner and

@@ -226,20 +226,25 @@ enum FileSystem {
     /// Reads exactly `count` bytes at `offset`, or fewer at the end of the file.
     static func read(_ descriptor: FileDescriptor, at offset: Int64, count: Int, path: FilePath) throws -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
+        let filled = try bytes.withUnsafeMutableBytes { try read(descriptor, at: offset, into: $0, path: path) }
+        return filled == count ? bytes : Array(bytes[0..<filled])
+    }
+
+    /// Fills `buffer` from `offset` on, or reads up to the end of the file; returns the bytes read.
+    static func read(_ descriptor: FileDescriptor, at offset: Int64, into buffer: UnsafeMutableRawBufferPointer,
+                     path: FilePath) throws -> Int {
         var filled = 0
         do {
-            while filled < count {
-                let got = try bytes.withUnsafeMutableBytes { buffer in
-                    try descriptor.read(fromAbsoluteOffset: offset + Int64(filled),
-                                        into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
-                }
+            while filled < buffer.count {
+                let got = try descriptor.read(fromAbsoluteOffset: offset + Int64(filled),
+                                              into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
                 if got == 0 { break }
                 filled += got
             }
         } catch let error as Errno {
             throw DocumentError.io("cannot read the file", path: path, errno: error)
         }
-        return filled == count ? bytes : Array(bytes[0..<filled])
+        return filled
     }
 
     /// Writes all of `bytes`, retrying short writes.
@@ -276,4 +281,33 @@ extension Sequence where Element == UInt8 {
 
 extension SHA256.Digest {
     var hexString: String { Array(self).hexString }
+}
+
+/// Which file a descriptor reads and whether it has changed: device, inode, size, and the modification and status
+/// change times to the nanosecond. Every write to the file changes its modification time, and every write, rename,
+/// link or permission change its status change time, which no user tool can set back: while the identity is
+/// the same, the file holds the bytes it held when the identity was taken.
+struct FileIdentity: Equatable, Sendable {
+    var device: UInt64
+    var inode: UInt64
+    var size: Int64
+    var modified: timespec
+    var changed: timespec
+
+    /// The identity of the file `descriptor` reads, now; `nil` when `fstat(2)` fails.
+    init?(_ descriptor: FileDescriptor) {
+        var info = stat()
+        guard fstat(descriptor.rawValue, &info) == 0 else { return nil }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        size = Int64(info.st_size)
+        modified = info.st_mtim
+        changed = info.st_ctim
+    }
+
+    static func == (a: FileIdentity, b: FileIdentity) -> Bool {
+        a.device == b.device && a.inode == b.inode && a.size == b.size
+            && a.modified.tv_sec == b.modified.tv_sec && a.modified.tv_nsec == b.modified.tv_nsec
+            && a.changed.tv_sec == b.changed.tv_sec && a.changed.tv_nsec == b.changed.tv_nsec
+    }
 }

@@ -1,13 +1,10 @@
 import Crypto
 
-/// SHA-256 of a stream's bytes segment by segment: every `interval` bytes, the last segment holding what is left.
-///
-/// Fed in order, in chunks of any size; a chunk that crosses a segment's end is split there.
-struct SegmentHasher {
+/// Cuts a stream fed in chunks of any size into segments of `interval` bytes (the last holding what is left): a
+/// chunk that crosses a segment's end is split there.
+struct SegmentCutter {
     let interval: Int64
-    private var hasher = SHA256()
-    private var filled: Int64 = 0
-    private var digests: [String] = []
+    private(set) var filled: Int64 = 0
 
     /// - Parameter interval: bytes per segment, more than 0.
     init(interval: Int64) {
@@ -15,27 +12,46 @@ struct SegmentHasher {
         self.interval = interval
     }
 
-    mutating func update(_ bytes: UnsafeRawBufferPointer) {
+    /// Hands each piece of `bytes` that lies inside one segment to `part`, in order, and calls `end` after the
+    /// piece that completes a segment.
+    mutating func cut(_ bytes: UnsafeRawBufferPointer, part: (UnsafeRawBufferPointer) -> Void, end: () -> Void) {
         var rest = bytes
         while !rest.isEmpty {
             let take = Int(min(Int64(rest.count), interval - filled))
-            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: rest[..<take]))
+            part(UnsafeRawBufferPointer(rebasing: rest[..<take]))
             filled += Int64(take)
             rest = UnsafeRawBufferPointer(rebasing: rest[take...])
             if filled == interval {
-                digests.append(hasher.finalize().hexString)
-                hasher = SHA256()
+                end()
                 filled = 0
             }
         }
     }
+}
+
+/// SHA-256 of a stream's bytes segment by segment: every `interval` bytes, the last segment holding what is left.
+struct SegmentHasher {
+    private var cutter: SegmentCutter
+    private var hasher = SHA256()
+    private var digests: [String] = []
+    var interval: Int64 { cutter.interval }
+
+    /// - Parameter interval: bytes per segment, more than 0.
+    init(interval: Int64) { cutter = SegmentCutter(interval: interval) }
+
+    mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        cutter.cut(bytes, part: { hasher.update(bufferPointer: $0) }, end: {
+            digests.append(hasher.finalize().hexString)
+            hasher = SHA256()
+        })
+    }
 
     /// The digests of every segment, in order (the last, partial one included).
     mutating func finalize() -> [String] {
-        if filled > 0 {
+        if cutter.filled > 0 {
             digests.append(hasher.finalize().hexString)
             hasher = SHA256()
-            filled = 0
+            cutter = SegmentCutter(interval: cutter.interval)
         }
         return digests
     }

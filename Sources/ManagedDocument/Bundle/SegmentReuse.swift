@@ -1,0 +1,300 @@
+import Crypto
+import Foundation
+import SystemPackage
+
+/// How a save wrote the store: whole, or reusing the compressed segments of the bundle it replaced (FORMAT.md 11.5).
+public struct SaveReport: Sendable, Equatable, CustomStringConvertible {
+    /// Whether segments were reused.
+    public enum Mode: String, Sendable, Equatable, Codable {
+        /// Every segment deflated from the working copy.
+        case full
+        /// Unchanged segments copied from the replaced bundle, changed ones deflated.
+        case incremental
+    }
+
+    /// Full or incremental.
+    public var mode: Mode
+    /// The restart segments of the store written (`store.deflateRestarts`; 0 when the store was stored).
+    public var segments: Int
+    /// Those whose compressed bytes were copied from the replaced bundle.
+    public var reusedSegments: Int
+    /// Why the save was full, when it was: no bundle this process verified, the bundle changed on disk, an older
+    /// writer's bundle without segment digests, most of the store changed, a stored store.
+    public var reason: String?
+
+    /// Those deflated from the working copy.
+    public var deflatedSegments: Int { segments - reusedSegments }
+
+    /// One line: `incremental: 3 of 2048 segments deflated, 2045 reused` or `full (reason)`.
+    public var description: String {
+        switch mode {
+        case .incremental:
+            return "incremental: \(deflatedSegments) of \(segments) segments deflated, \(reusedSegments) reused"
+        case .full:
+            return "full" + (reason.map { " (\($0))" } ?? "")
+        }
+    }
+}
+
+/// The restart segments of a store that a save copies, compressed, from the bundle it replaces (FORMAT.md 11.5).
+///
+/// A segment is reused only when it is proven unchanged: the replaced bundle is the file this process verified
+/// (its ``FileIdentity`` unchanged: every segment of it inflated and checked against its digest when it was
+/// extracted or written), the new store's bytes over each of its digest segments hash to the digest recorded
+/// there, and a segment that ends the old stream is reused only to end the new one (the last segment carries the
+/// final block). Everything else is deflated again. The plan is made from one read of the working copy, which also
+/// gives the new store's SHA-256, its segment digests and the CRC-32 of each restart segment.
+final class SegmentReuse {
+    /// The bundle being replaced, read through the descriptor its reader opened.
+    let previous: BundleReader
+    private let identity: FileIdentity
+    private let entry: BundleEntry
+    private let offsets: [Int64]
+    let restartInterval: Int64
+    /// The new store's size, SHA-256 and segment digests.
+    let size: Int64
+    let sha256: String
+    let digests: DocumentMetadata.SegmentDigests
+    /// Per restart segment of the new store: its CRC-32, and whether its compressed bytes are reused.
+    private let crcs: [UInt32]
+    let reused: [Bool]
+    /// Where compressed bytes pass through while they are copied or compared.
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 << 10, alignment: 64)
+
+    var reusedCount: Int { reused.lazy.filter { $0 }.count }
+
+    /// Reuse, or why not.
+    enum Decision {
+        case reuse(SegmentReuse)
+        case full(String)
+    }
+
+    private init(previous: BundleReader, identity: FileIdentity, entry: BundleEntry, offsets: [Int64],
+                 restartInterval: Int64, size: Int64, sha256: String, digests: DocumentMetadata.SegmentDigests,
+                 crcs: [UInt32], reused: [Bool]) {
+        self.previous = previous
+        self.identity = identity
+        self.entry = entry
+        self.offsets = offsets
+        self.restartInterval = restartInterval
+        self.size = size
+        self.sha256 = sha256
+        self.digests = digests
+        self.crcs = crcs
+        self.reused = reused
+    }
+
+    deinit { buffer.deallocate() }
+
+    /// Plans the reuse of `previous`'s store segments for the store at `store` (`size` bytes, read through
+    /// `descriptor` from offset 0), or says why the save must be full.
+    ///
+    /// - Parameters:
+    ///   - identity: the identity the replaced bundle had when this process last verified it.
+    ///   - maximumDigests: the writer's cap on segment digests (the new store's digest interval).
+    static func plan(store: FilePath, descriptor: FileDescriptor, size: Int64, previous: BundleReader,
+                     identity: FileIdentity, maximumDigests: Int) throws -> Decision {
+        guard FileIdentity(previous.descriptor) == identity else {
+            return .full("the bundle on disk is not the one this document last read or saved")
+        }
+        guard let entry = previous.entries.first(where: { $0.role == .store }), entry.isCompressed else {
+            return .full("the replaced bundle's store is not deflated")
+        }
+        guard case .used(_, identified: true) = previous.restartIndex,
+              let restarts = previous.metadata.store.deflateRestarts else {
+            return .full("the replaced bundle has no restart index that names its stream")
+        }
+        guard let recorded = previous.metadata.store.segments else {
+            return .full("the replaced bundle has no segment digests (an older writer's)")
+        }
+        let interval = Int64(ParallelDeflater.restartInterval(forSize: size))
+        guard size > 0, interval == restarts.interval, recorded.interval % interval == 0 else {
+            return .full("the store's restart interval changed with its size")
+        }
+
+        // One read of the working copy: SHA-256 on a second thread, digests and CRC-32s on this one.
+        let newInterval = BundleWriter.segmentInterval(forSize: size, maximumDigests: maximumDigests)
+        var hasher = SegmentHasher(interval: newInterval)
+        var oldHasher = newInterval == recorded.interval ? nil : SegmentHasher(interval: recorded.interval)
+        var crcs = SegmentCRCs(interval: interval)
+        let pipeline = ChunkPipeline.forStream(ofSize: size)
+        var total: Int64 = 0
+        while true {
+            let buffer = pipeline.acquire()
+            let count = try FileSystem.read(descriptor, at: total, into: buffer, path: store)
+            if count == 0 { break }
+            let chunk = UnsafeRawBufferPointer(rebasing: buffer[..<count])
+            hasher.update(chunk)
+            oldHasher?.update(chunk)
+            crcs.update(chunk)
+            total += Int64(count)
+            pipeline.submit(count)
+        }
+        let sha256 = pipeline.finalize()
+        guard total == size else {
+            throw DocumentError(.sizeMismatch, path: store,
+                                reason: "the store changed size while it was being saved; nothing was replaced")
+        }
+        let newDigests = hasher.finalize()
+        let comparable = oldHasher.map { var hasher = $0; return hasher.finalize() } ?? newDigests
+        let oldDigests = recorded.digests
+        let segmentCRCs = crcs.finalize()
+        let count = segmentCRCs.count, oldCount = restarts.offsets.count
+        var reused = [Bool](repeating: false, count: count)
+        for index in 0..<count {
+            let digest = Int(Int64(index) * interval / recorded.interval)
+            let isUnchanged = digest < oldDigests.count && digest < comparable.count
+                && oldDigests[digest] == comparable[digest]
+            // > The old stream's last segment ends it (the final block): reused only as the new one's last.
+            reused[index] = isUnchanged && index < oldCount && (index == count - 1) == (index == oldCount - 1)
+        }
+        let plan = SegmentReuse(previous: previous, identity: identity, entry: entry, offsets: restarts.offsets,
+                                restartInterval: interval, size: size, sha256: sha256,
+                                digests: DocumentMetadata.SegmentDigests(interval: newInterval, digests: newDigests),
+                                crcs: segmentCRCs, reused: reused)
+        guard plan.reusedCount * 2 >= count else {
+            return .full("most of the store changed (\(count - plan.reusedCount) of \(count) segments)")
+        }
+        return .reuse(plan)
+    }
+
+    /// The CRC-32 of restart segment `index` when its compressed bytes are reused; `nil` when it is deflated.
+    func reusedCRC(_ index: Int) -> UInt32? {
+        index < reused.count && reused[index] ? crcs[index] : nil
+    }
+
+    /// Where restart segment `index` of the replaced store lies in the replaced bundle's file.
+    private func previousRange(_ index: Int) -> Range<Int64> {
+        let start = Int64(entry.dataOffset) + offsets[index]
+        let end = index + 1 < offsets.count ? offsets[index + 1] : Int64(entry.compressedSize)
+        return start..<(Int64(entry.dataOffset) + end)
+    }
+
+    /// Hands segment `index`'s compressed bytes, read from the replaced bundle, to `write`; returns their count.
+    func copy(_ index: Int, to write: (UnsafeRawBufferPointer) throws -> Void) throws -> Int64 {
+        let range = previousRange(index)
+        var position = range.lowerBound
+        while position < range.upperBound {
+            let wanted = Int(min(Int64(buffer.count), range.upperBound - position))
+            let count = try FileSystem.read(previous.descriptor, at: position,
+                                            into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<wanted]),
+                                            path: previous.path)
+            guard count == wanted else {
+                throw DocumentError(.truncatedArchive, path: previous.path, entry: entry.name,
+                                    reason: "the bundle being replaced ended inside segment \(index); nothing was replaced")
+            }
+            try write(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            position += Int64(count)
+        }
+        return Int64(range.count)
+    }
+
+    /// Checks the store of the bundle just written, in proportion to what changed: each digest segment whose
+    /// restart segments were all reused is compared byte for byte with the replaced bundle's; every other one is
+    /// inflated, segment by segment (each must end where a segment ends), and checked against its new digest.
+    /// The replaced bundle must still be the file this process verified.
+    func verify(_ written: BundleReader) throws {
+        let path = written.path
+        func damaged(_ reason: String) -> DocumentError {
+            DocumentError(.checksumMismatch, path: path, entry: BundleLayout.store,
+                          reason: "\(reason); the new bundle was not put in place")
+        }
+        guard let entry = written.entries.first(where: { $0.role == .store }), entry.size == UInt64(size),
+              entry.isCompressed, case .used(_, identified: true) = written.restartIndex,
+              let restarts = written.metadata.store.deflateRestarts, restarts.offsets.count == reused.count,
+              written.metadata.store.segments == digests, written.metadata.store.sha256 == sha256 else {
+            throw damaged("the store entry written is not the one planned")
+        }
+        func range(_ index: Int) -> Range<Int64> {
+            let end = index + 1 < restarts.offsets.count ? restarts.offsets[index + 1] : Int64(entry.compressedSize)
+            return (Int64(entry.dataOffset) + restarts.offsets[index])..<(Int64(entry.dataOffset) + end)
+        }
+        let perDigest = Int(digests.interval / restartInterval)
+        let expected = digests.digests
+        let compared = UnsafeMutableRawBufferPointer.allocate(byteCount: buffer.count, alignment: 64)
+        defer { compared.deallocate() }
+        var inflater: SegmentInflater?
+        var output: UnsafeMutableRawBufferPointer?
+        defer { output?.deallocate() }
+        for digest in expected.indices {
+            let segments = (digest * perDigest)..<min(reused.count, (digest + 1) * perDigest)
+            if segments.allSatisfy({ reused[$0] }) {
+                for index in segments {
+                    let new = range(index), old = previousRange(index)
+                    guard new.count == old.count else { throw damaged("reused segment \(index) was not copied whole") }
+                    var offset: Int64 = 0
+                    while offset < Int64(new.count) {
+                        let wanted = Int(min(Int64(compared.count), Int64(new.count) - offset))
+                        let a = UnsafeMutableRawBufferPointer(rebasing: buffer[..<wanted])
+                        let b = UnsafeMutableRawBufferPointer(rebasing: compared[..<wanted])
+                        guard try FileSystem.read(written.descriptor, at: new.lowerBound + offset, into: a, path: path) == wanted,
+                              try FileSystem.read(previous.descriptor, at: old.lowerBound + offset, into: b,
+                                                  path: previous.path) == wanted,
+                              memcmp(a.baseAddress!, b.baseAddress!, wanted) == 0 else {
+                            throw damaged("reused segment \(index) differs from the replaced bundle's")
+                        }
+                        offset += Int64(wanted)
+                    }
+                }
+                continue
+            }
+            if inflater == nil {
+                guard let made = SegmentInflater() else {
+                    throw DocumentError(.ioFailure, path: path, reason: "zlib could not allocate memory to check the store")
+                }
+                inflater = made
+                output = .allocate(byteCount: Int(restartInterval), alignment: 64)
+            }
+            var hasher = SHA256()
+            for index in segments {
+                let source = range(index)
+                let length = Int(min(restartInterval, size - Int64(index) * restartInterval))
+                guard source.count <= ParallelInflater.compressedBound(forLength: Int64(length)) else {
+                    throw damaged("segment \(index) is larger than deflate ever makes it")
+                }
+                let input = try FileSystem.read(written.descriptor, at: source.lowerBound, count: source.count, path: path)
+                guard input.count == source.count else { throw damaged("the file ends inside segment \(index)") }
+                let result = input.withUnsafeBytes {
+                    inflater!.inflate($0, into: output!, isLast: index == reused.count - 1)
+                }
+                guard case .success(let produced) = result, produced == length else {
+                    throw damaged("segment \(index) does not inflate to its \(length) bytes")
+                }
+                hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: output![..<produced]))
+            }
+            guard hasher.finalize().hexString == expected[digest] else {
+                throw damaged("segment digest \(digest) does not match the working copy")
+            }
+        }
+        guard FileIdentity(previous.descriptor) == identity else {
+            throw DocumentError(.ioFailure, path: previous.path,
+                                reason: "the bundle changed on disk while it was being saved over; the new bundle was not put in place, save again")
+        }
+    }
+}
+
+/// The CRC-32 of a stream's bytes segment by segment (as ``SegmentHasher`` hashes them).
+struct SegmentCRCs {
+    private var cutter: SegmentCutter
+    private var crc = CRC32()
+    private var values: [UInt32] = []
+
+    init(interval: Int64) { cutter = SegmentCutter(interval: interval) }
+
+    mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        cutter.cut(bytes, part: { crc.update($0) }, end: {
+            values.append(crc.value)
+            crc = CRC32()
+        })
+    }
+
+    /// The CRC-32 of every segment, in order (the last, partial one included).
+    mutating func finalize() -> [UInt32] {
+        if cutter.filled > 0 {
+            values.append(crc.value)
+            crc = CRC32()
+            cutter = SegmentCutter(interval: cutter.interval)
+        }
+        return values
+    }
+}

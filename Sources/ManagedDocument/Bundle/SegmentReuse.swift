@@ -190,8 +190,9 @@ final class SegmentReuse {
     }
 
     /// Checks the store of the bundle just written, in proportion to what changed: each digest segment whose
-    /// restart segments were all reused is compared byte for byte with the replaced bundle's; every other one is
-    /// inflated, segment by segment (each must end where a segment ends), and checked against its new digest.
+    /// restart segments were all reused is compared byte for byte with the replaced bundle's; every other one, and
+    /// those that hold the last segment of either stream, is inflated, segment by segment (each must end where a
+    /// segment ends, the last with the final block), and checked against its new digest.
     /// The replaced bundle must still be the file this process verified.
     func verify(_ written: BundleReader) throws {
         let path = written.path
@@ -218,7 +219,9 @@ final class SegmentReuse {
         defer { output?.deallocate() }
         for digest in expected.indices {
             let segments = (digest * perDigest)..<min(reused.count, (digest + 1) * perDigest)
-            if segments.allSatisfy({ reused[$0] }) {
+            // > Where either stream ends, what ends a segment matters (the final block): inflated, never only compared.
+            let holdsAnEnd = segments.contains(reused.count - 1) || segments.contains(offsets.count - 1)
+            if !holdsAnEnd && segments.allSatisfy({ reused[$0] }) {
                 for index in segments {
                     let new = range(index), old = previousRange(index)
                     guard new.count == old.count else { throw damaged("reused segment \(index) was not copied whole") }

@@ -2,7 +2,9 @@
 //
 //   document-benchmark make-document BUNDLE MB [WORKDIR]   a new document of about MB MiB (not timed)
 //   document-benchmark open BUNDLE WORKDIR                 prints "open SECONDS": Document.open for writing
-//   document-benchmark save BUNDLE WORKDIR [--drop-caches] prints "save SECONDS": save() after a one-row change
+//   document-benchmark save BUNDLE WORKDIR [--drop-caches] [--full]
+//                                                          prints "save SECONDS REPORT": save() after a one-row
+//                                                          change (incremental; --full: savesIncrementally off)
 //   document-benchmark metadata BUNDLE [COUNT]             prints "metadata MEDIAN_MS ...": Document.metadata(at:)
 //   document-benchmark query BUNDLE SQL [CACHE_MIB]        prints "query SECONDS ...": BundleStore (read in place)
 //                                                          opened and SQL run, its rows counted
@@ -33,7 +35,7 @@ struct DocumentBenchmark {
     static let usage = """
         usage: document-benchmark make-document BUNDLE MB [WORKDIR]
                document-benchmark open BUNDLE WORKDIR
-               document-benchmark save BUNDLE WORKDIR [--drop-caches]
+               document-benchmark save BUNDLE WORKDIR [--drop-caches] [--full]
                document-benchmark metadata BUNDLE [COUNT]
                document-benchmark query BUNDLE SQL [CACHE_MIB]
                document-benchmark query-extract BUNDLE WORKDIR SQL
@@ -51,10 +53,13 @@ struct DocumentBenchmark {
                                        workingDirectory: arguments.count == 4 ? FilePath(arguments[3]) : nil)
             case ("open", 3):
                 try await open(FilePath(arguments[1]), workingDirectory: FilePath(arguments[2]))
-            case ("save", 3), ("save", 4):
-                guard arguments.count == 3 || arguments[3] == "--drop-caches" else { fail(usage, status: 64) }
+            case ("save", 3), ("save", 4), ("save", 5):
+                let flags = Set(arguments.dropFirst(3))
+                guard flags.isSubset(of: ["--drop-caches", "--full"]), flags.count == arguments.count - 3 else {
+                    fail(usage, status: 64)
+                }
                 try await save(FilePath(arguments[1]), workingDirectory: FilePath(arguments[2]),
-                               dropCaches: arguments.count == 4)
+                               dropCaches: flags.contains("--drop-caches"), full: flags.contains("--full"))
             case ("metadata", 2), ("metadata", 3):
                 let count = arguments.count == 3 ? Int(arguments[2]) ?? 0 : 100
                 guard count > 0 else { fail("COUNT must be a positive integer\n\(usage)", status: 64) }
@@ -86,9 +91,10 @@ struct DocumentBenchmark {
         print("open \(format(seconds(elapsed)))")
     }
 
-    static func save(_ bundle: FilePath, workingDirectory: FilePath, dropCaches: Bool) async throws {
+    static func save(_ bundle: FilePath, workingDirectory: FilePath, dropCaches: Bool, full: Bool) async throws {
         var options = Document.OpenOptions()
         options.workingDirectory = workingDirectory
+        options.savesIncrementally = !full
         let document = try await Document.open(at: bundle, options: options)
         let changed = try await document.writer.write { db -> Int in
             try db.execute(sql: "UPDATE item SET body = body || '.' WHERE id = (SELECT min(id) FROM item WHERE kind = 'text')")
@@ -101,8 +107,9 @@ struct DocumentBenchmark {
         let start = ContinuousClock.now
         try await document.save()
         let elapsed = ContinuousClock.now - start
+        let report = document.lastSave.map { "\($0)" } ?? "none"
         try await document.close(savingChanges: false)
-        print("save \(format(seconds(elapsed)))")
+        print("save \(format(seconds(elapsed))) \(report)")
     }
 
     /// Opens the store in place and runs `sql`, counting its rows and the bytes of its first column.

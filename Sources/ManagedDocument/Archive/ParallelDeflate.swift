@@ -189,13 +189,13 @@ final class ParallelDeflater {
         /// The CRC-32 of restart segment `index`'s uncompressed bytes when its compressed bytes are reused; `nil`
         /// when it is compressed. Only the last segment of the stream may be a reused last segment (one that ends
         /// the stream): the caller reuses a last segment only as the last.
-        var crc32: (_ index: Int) -> UInt32?
+        var crc32: (_ index: Int) throws -> UInt32?
         /// Moves the source past `count` bytes (those of a reused segment).
         var skip: (_ count: Int64) throws -> Void
         /// Hands restart segment `index`'s reused compressed bytes to `write`, in order; returns their count.
         var copy: (_ index: Int, _ write: (UnsafeRawBufferPointer) throws -> Void) throws -> Int64
-        /// The SHA-256 of the whole source.
-        var sha256: String
+        /// The SHA-256 of the whole source, asked for once every segment is written.
+        var sha256: () throws -> String
     }
 
     /// Compresses exactly `size` bytes pulled from `read` (which returns 0 at the end) and hands the compressed bytes,
@@ -232,7 +232,7 @@ final class ParallelDeflater {
             let slot = slots[submitted % slots.count]
             slot.isRestart = consumed % Int64(restartInterval) == 0
             slot.reusedSegment = nil
-            if slot.isRestart, let reuse, let segmentCRC = reuse.crc32(Int(consumed / Int64(restartInterval))) {
+            if slot.isRestart, let reuse, let segmentCRC = try reuse.crc32(Int(consumed / Int64(restartInterval))) {
                 // A whole restart segment, copied when its turn comes to be written; the source skips it.
                 let length = min(Int64(restartInterval), size - consumed)
                 try reuse.skip(length)
@@ -293,7 +293,7 @@ final class ParallelDeflater {
         }
         while emitted < submitted { try emitOldest() }
         return Result(uncompressedSize: consumed, compressedSize: compressed, crc32: crc,
-                      sha256: reuse?.sha256 ?? hasher.finalize().hexString,
+                      sha256: try reuse?.sha256() ?? hasher.finalize().hexString,
                       restarts: DeflateRestarts(interval: Int64(restartInterval), offsets: restarts))
     }
 }

@@ -226,9 +226,11 @@ public enum BundleWriter {
         // Re-read what was written before it takes the destination's name; the metadata returned is what readers see
         // (dates at the precision they are written with).
         let written = try BundleReader(at: atomic.temporaryPath)
-        if let plan {
+        if let plan, report.reusedSegments * 2 >= report.segments {
             // > In proportion: reused bytes compared with the replaced bundle's, new segments inflated and checked.
             try written.verifyEntries(checkingSegments: false, checkingStore: plan.verify)
+        } else if plan != nil {
+            try written.verifyEntries(checkingSegments: true)  // mostly new: inflated on every core, all of it
         } else {
             try written.verifyEntries(checkingSegments: false)  // written from the bytes the store's SHA-256 covers
         }
@@ -239,16 +241,17 @@ public enum BundleWriter {
     private static func addStore(_ store: FilePath, compressed: Bool, to writer: ArchiveWriter, target: FilePath,
                                  reusing: FileIdentity?, options: WritingOptions)
     throws -> (EntryDigest, DocumentMetadata.SegmentDigests?, SegmentReuse?, SaveReport) {
-        var reason = "no bundle this process verified to reuse"
+        var reason = "no bundle this process verified to reuse (a first save, or incremental saves are off)"
         if let reusing {
             if !compressed {
                 reason = "the store is stored, not deflated: there is nothing to save by reusing it"
             } else if let plan = try planReuse(store, target: target, identity: reusing, options: options,
                                                reason: &reason) {
                 let digest = try addFile(store, named: BundleLayout.store, compressed: true, to: writer, reuse: plan).0
-                let report = SaveReport(mode: .incremental, segments: plan.reused.count,
-                                        reusedSegments: plan.reusedCount, reason: nil)
-                return (digest, plan.digests, plan, report)
+                let (_, digests, reused) = try plan.finish()
+                let report = SaveReport(mode: .incremental, segments: reused.count,
+                                        reusedSegments: reused.lazy.filter { $0 }.count, reason: nil)
+                return (digest, digests, plan, report)
             }
         }
         let (digest, segments) = try addFile(store, named: BundleLayout.store, compressed: compressed, to: writer,
@@ -268,13 +271,11 @@ public enum BundleWriter {
             reason = "the bundle being replaced cannot be read (\(error.reason))"
             return nil
         }
-        let descriptor = try FileSystem.openForReading(store)
-        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
         guard let size = try FileSystem.status(store)?.size else {
             throw DocumentError(.notFound, path: store, reason: "no such file")
         }
-        switch try SegmentReuse.plan(store: store, descriptor: descriptor, size: size, previous: previous,
-                                     identity: identity, maximumDigests: options.maximumSegmentDigests) {
+        switch try SegmentReuse.plan(store: store, size: size, previous: previous, identity: identity,
+                                     maximumDigests: options.maximumSegmentDigests) {
         case .reuse(let plan): return plan
         case .full(let why):
             reason = why
@@ -334,14 +335,14 @@ public enum BundleWriter {
         }
         let reusing = reuse.map { plan in
             ParallelDeflater.Reuse(
-                crc32: { plan.reusedCRC($0) },
+                crc32: { try plan.reusedCRC($0) },
                 skip: { count in
                     do { _ = try descriptor.seek(offset: count, from: .current) } catch let error as Errno {
                         throw DocumentError.io("cannot read the file", path: source, errno: error)
                     }
                 },
                 copy: { index, write in try plan.copy(index, to: write) },
-                sha256: plan.sha256)
+                sha256: { try plan.finish().sha256 })
         }
         let digest = try writer.addEntry(named: name, size: status.size, compressed: deflate, reuse: reusing) { buffer in
             let count: Int

@@ -1,5 +1,7 @@
 import Crypto
+import Dispatch
 import Foundation
+import Synchronization
 import SystemPackage
 
 /// How a save wrote the store: whole, or reusing the compressed segments of the bundle it replaced (FORMAT.md 11.5).
@@ -42,8 +44,11 @@ public struct SaveReport: Sendable, Equatable, CustomStringConvertible {
 /// (its ``FileIdentity`` unchanged: every segment of it inflated and checked against its digest when it was
 /// extracted or written), the new store's bytes over each of its digest segments hash to the digest recorded
 /// there, and a segment that ends the old stream is reused only to end the new one (the last segment carries the
-/// final block). Everything else is deflated again. The plan is made from one read of the working copy, which also
-/// gives the new store's SHA-256, its segment digests and the CRC-32 of each restart segment.
+/// final block). Everything else is deflated again.
+///
+/// The proof comes from one read of the working copy on a thread of its own (its digests and CRC-32s there, its
+/// SHA-256 on a second one), running ahead of the writer: ``reusedCRC(_:)`` waits until the segment asked for is
+/// decided, so the copying of the first segments overlaps the hashing of the last.
 final class SegmentReuse {
     /// The bundle being replaced, read through the descriptor its reader opened.
     let previous: BundleReader
@@ -51,17 +56,29 @@ final class SegmentReuse {
     private let entry: BundleEntry
     private let offsets: [Int64]
     let restartInterval: Int64
-    /// The new store's size, SHA-256 and segment digests.
+    /// The new store's size and its number of restart segments.
     let size: Int64
-    let sha256: String
-    let digests: DocumentMetadata.SegmentDigests
-    /// Per restart segment of the new store: its CRC-32, and whether its compressed bytes are reused.
-    private let crcs: [UInt32]
-    let reused: [Bool]
+    let count: Int
+    private let hashing: Hashing
     /// Where compressed bytes pass through while they are copied or compared.
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 << 10, alignment: 64)
 
-    var reusedCount: Int { reused.lazy.filter { $0 }.count }
+    /// What the hashing thread publishes, segment by segment, and what it ends with.
+    private final class Hashing: Sendable {
+        struct State {
+            /// Per restart segment decided so far: its CRC-32, and whether it is reused.
+            var decided: [(crc32: UInt32, reused: Bool)] = []
+            var sha256: String?
+            var digests: DocumentMetadata.SegmentDigests?
+            var failure: DocumentError?
+            var isCancelled = false
+        }
+        let state = Mutex(State())
+        /// Signalled once for every segment decided (and once on a failure).
+        let published = DispatchSemaphore(value: 0)
+        /// Signalled when the thread has ended, whatever the outcome.
+        let ended = DispatchSemaphore(value: 0)
+    }
 
     /// Reuse, or why not.
     enum Decision {
@@ -70,30 +87,31 @@ final class SegmentReuse {
     }
 
     private init(previous: BundleReader, identity: FileIdentity, entry: BundleEntry, offsets: [Int64],
-                 restartInterval: Int64, size: Int64, sha256: String, digests: DocumentMetadata.SegmentDigests,
-                 crcs: [UInt32], reused: [Bool]) {
+                 restartInterval: Int64, size: Int64, hashing: Hashing) {
         self.previous = previous
         self.identity = identity
         self.entry = entry
         self.offsets = offsets
         self.restartInterval = restartInterval
         self.size = size
-        self.sha256 = sha256
-        self.digests = digests
-        self.crcs = crcs
-        self.reused = reused
+        self.count = Int((size + restartInterval - 1) / restartInterval)
+        self.hashing = hashing
     }
 
-    deinit { buffer.deallocate() }
+    deinit {
+        hashing.state.withLock { $0.isCancelled = true }
+        hashing.ended.wait()  // the thread reads the working copy through a descriptor it closes
+        buffer.deallocate()
+    }
 
-    /// Plans the reuse of `previous`'s store segments for the store at `store` (`size` bytes, read through
-    /// `descriptor` from offset 0), or says why the save must be full.
+    /// Starts planning the reuse of `previous`'s store segments for the store at `store` (`size` bytes), or says
+    /// why the save must be full.
     ///
     /// - Parameters:
     ///   - identity: the identity the replaced bundle had when this process last verified it.
     ///   - maximumDigests: the writer's cap on segment digests (the new store's digest interval).
-    static func plan(store: FilePath, descriptor: FileDescriptor, size: Int64, previous: BundleReader,
-                     identity: FileIdentity, maximumDigests: Int) throws -> Decision {
+    static func plan(store: FilePath, size: Int64, previous: BundleReader, identity: FileIdentity,
+                     maximumDigests: Int) throws -> Decision {
         guard FileIdentity(previous.descriptor) == identity else {
             return .full("the bundle on disk is not the one this document last read or saved")
         }
@@ -111,56 +129,111 @@ final class SegmentReuse {
         guard size > 0, interval == restarts.interval, recorded.interval % interval == 0 else {
             return .full("the store's restart interval changed with its size")
         }
-
-        // One read of the working copy: SHA-256 on a second thread, digests and CRC-32s on this one.
+        let descriptor = try FileSystem.openForReading(store)
+        let hashing = Hashing()
+        let plan = SegmentReuse(previous: previous, identity: identity, entry: entry, offsets: restarts.offsets,
+                                restartInterval: interval, size: size, hashing: hashing)
         let newInterval = BundleWriter.segmentInterval(forSize: size, maximumDigests: maximumDigests)
+        let count = plan.count, oldCount = restarts.offsets.count
+        Thread.detachNewThread {
+            defer {
+                try? descriptor.close()  // Squash close error of a read-only descriptor.
+                hashing.ended.signal()
+            }
+            do {
+                try hash(store, descriptor: descriptor, size: size, interval: interval, newInterval: newInterval,
+                         recorded: recorded, count: count, oldCount: oldCount, into: hashing)
+            } catch {
+                hashing.state.withLock {
+                    $0.failure = error as? DocumentError
+                        ?? DocumentError(.ioFailure, path: store, reason: "cannot read the store: \(error)")
+                }
+                hashing.published.signal()
+            }
+        }
+        return .reuse(plan)
+    }
+
+    /// The hashing thread: reads the store once, decides each restart segment as soon as the digest segment that
+    /// holds it is complete, and publishes it.
+    private static func hash(_ store: FilePath, descriptor: FileDescriptor, size: Int64, interval: Int64,
+                             newInterval: Int64, recorded: DocumentMetadata.SegmentDigests, count: Int, oldCount: Int,
+                             into hashing: Hashing) throws {
         var hasher = SegmentHasher(interval: newInterval)
         var oldHasher = newInterval == recorded.interval ? nil : SegmentHasher(interval: recorded.interval)
         var crcs = SegmentCRCs(interval: interval)
-        let pipeline = ChunkPipeline.forStream(ofSize: size)
+        let oldDigests = recorded.digests
+        let perDigest = Int(recorded.interval / interval)
+        var decided = 0
+        /// Publishes every segment whose digest segment (at the recorded interval) is complete.
+        func publish(comparable: [String], crcs: [UInt32], isEnd: Bool) {
+            let complete = isEnd ? count : min(count, comparable.count * perDigest)
+            guard complete > decided else { return }
+            var batch: [(UInt32, Bool)] = []
+            for index in decided..<complete {
+                let digest = index / perDigest
+                let isUnchanged = digest < oldDigests.count && digest < comparable.count
+                    && oldDigests[digest] == comparable[digest]
+                // > The old stream's last segment ends it (the final block): reused only as the new one's last.
+                batch.append((crcs[index], isUnchanged && index < oldCount
+                                                && (index == count - 1) == (index == oldCount - 1)))
+            }
+            hashing.state.withLock { $0.decided += batch }
+            for _ in batch { hashing.published.signal() }
+            decided = complete
+        }
+        let pipeline = ChunkPipeline.forStream(ofSize: size)  // the store's SHA-256 on another thread
         var total: Int64 = 0
         while true {
+            if hashing.state.withLock({ $0.isCancelled }) { return }
             let buffer = pipeline.acquire()
-            let count = try FileSystem.read(descriptor, at: total, into: buffer, path: store)
-            if count == 0 { break }
-            let chunk = UnsafeRawBufferPointer(rebasing: buffer[..<count])
+            let read = try FileSystem.read(descriptor, at: total, into: buffer, path: store)
+            if read == 0 { break }
+            let chunk = UnsafeRawBufferPointer(rebasing: buffer[..<read])
             hasher.update(chunk)
             oldHasher?.update(chunk)
             crcs.update(chunk)
-            total += Int64(count)
-            pipeline.submit(count)
+            total += Int64(read)
+            pipeline.submit(read)
+            guard total <= size else { break }
+            publish(comparable: oldHasher?.completed ?? hasher.completed, crcs: crcs.completed, isEnd: false)
         }
         let sha256 = pipeline.finalize()
         guard total == size else {
             throw DocumentError(.sizeMismatch, path: store,
                                 reason: "the store changed size while it was being saved; nothing was replaced")
         }
-        let newDigests = hasher.finalize()
-        let comparable = oldHasher.map { var hasher = $0; return hasher.finalize() } ?? newDigests
-        let oldDigests = recorded.digests
-        let segmentCRCs = crcs.finalize()
-        let count = segmentCRCs.count, oldCount = restarts.offsets.count
-        var reused = [Bool](repeating: false, count: count)
-        for index in 0..<count {
-            let digest = Int(Int64(index) * interval / recorded.interval)
-            let isUnchanged = digest < oldDigests.count && digest < comparable.count
-                && oldDigests[digest] == comparable[digest]
-            // > The old stream's last segment ends it (the final block): reused only as the new one's last.
-            reused[index] = isUnchanged && index < oldCount && (index == count - 1) == (index == oldCount - 1)
+        let digests = hasher.finalize()
+        let comparable = oldHasher.map { var hasher = $0; return hasher.finalize() } ?? digests
+        hashing.state.withLock {
+            $0.sha256 = sha256
+            $0.digests = DocumentMetadata.SegmentDigests(interval: newInterval, digests: digests)
         }
-        let plan = SegmentReuse(previous: previous, identity: identity, entry: entry, offsets: restarts.offsets,
-                                restartInterval: interval, size: size, sha256: sha256,
-                                digests: DocumentMetadata.SegmentDigests(interval: newInterval, digests: newDigests),
-                                crcs: segmentCRCs, reused: reused)
-        guard plan.reusedCount * 2 >= count else {
-            return .full("most of the store changed (\(count - plan.reusedCount) of \(count) segments)")
-        }
-        return .reuse(plan)
+        publish(comparable: comparable, crcs: crcs.finalize(), isEnd: true)
     }
 
     /// The CRC-32 of restart segment `index` when its compressed bytes are reused; `nil` when it is deflated.
-    func reusedCRC(_ index: Int) -> UInt32? {
-        index < reused.count && reused[index] ? crcs[index] : nil
+    /// Called once for every segment, in order: it waits until the hashing thread has decided it.
+    func reusedCRC(_ index: Int) throws -> UInt32? {
+        hashing.published.wait()
+        return try hashing.state.withLock { state in
+            if let failure = state.failure { throw failure }
+            precondition(index < state.decided.count, "segments are asked for in order, once each")
+            return state.decided[index].reused ? state.decided[index].crc32 : nil
+        }
+    }
+
+    /// Waits for the hashing thread to end; the store's SHA-256 and segment digests, and which segments are reused.
+    func finish() throws -> (sha256: String, digests: DocumentMetadata.SegmentDigests, reused: [Bool]) {
+        hashing.ended.wait()
+        hashing.ended.signal()  // deinit waits again
+        return try hashing.state.withLock { state in
+            if let failure = state.failure { throw failure }
+            guard let sha256 = state.sha256, let digests = state.digests, state.decided.count == count else {
+                throw DocumentError(.ioFailure, path: previous.path, reason: "the store was not read to its end")
+            }
+            return (sha256, digests, state.decided.map(\.reused))
+        }
     }
 
     /// Where restart segment `index` of the replaced store lies in the replaced bundle's file.
@@ -195,6 +268,7 @@ final class SegmentReuse {
     /// segment ends, the last with the final block), and checked against its new digest.
     /// The replaced bundle must still be the file this process verified.
     func verify(_ written: BundleReader) throws {
+        let (sha256, digests, reused) = try finish()
         let path = written.path
         func damaged(_ reason: String) -> DocumentError {
             DocumentError(.checksumMismatch, path: path, entry: BundleLayout.store,
@@ -290,6 +364,9 @@ struct SegmentCRCs {
             crc = CRC32()
         })
     }
+
+    /// The CRC-32 of every complete segment so far.
+    var completed: [UInt32] { values }
 
     /// The CRC-32 of every segment, in order (the last, partial one included).
     mutating func finalize() -> [UInt32] {

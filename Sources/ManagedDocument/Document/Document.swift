@@ -78,6 +78,11 @@ public final class Document: Sendable {
         public var workingDirectory: FilePath?
         /// How saves compress the bundle. Default: deflate at ``WritingOptions/defaultDeflateLevel``.
         public var saving = WritingOptions(compression: .deflate, replacesExisting: true)
+        /// Whether a save copies the unchanged segments of the bundle it replaces instead of deflating the whole
+        /// store again (FORMAT.md 11.5; ``Document/lastSave`` says which a save did). Default: yes. Turn it off to
+        /// have every save deflate everything at ``saving``'s level (reused segments keep the level they were
+        /// written at).
+        public var savesIncrementally = true
         /// The model of a document created by this open.
         public var model = DocumentMetadata.Model()
         /// The media type this app writes: a document created by this open gets it, and a writable open of a
@@ -269,7 +274,7 @@ public final class Document: Sendable {
                     externalData: FileSystem.isDirectory(self.workingCopy.externalData) ? self.workingCopy.externalData : nil,
                     additionalContent: FileSystem.isDirectory(self.workingCopy.additionalContent)
                         ? self.workingCopy.additionalContent : nil)
-                let verified = self.guarded.withLock { $0.verifiedBundle }
+                let verified = self.options.savesIncrementally ? self.guarded.withLock { $0.verifiedBundle } : nil
                 let staged = try BundleWriter.stage(content, metadata: metadata, to: self.path,
                                                     options: self.options.saving, reusing: verified)
                 let identity = try staged.commit()

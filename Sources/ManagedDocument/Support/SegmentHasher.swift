@@ -46,6 +46,9 @@ struct SegmentHasher {
         })
     }
 
+    /// The digests of every complete segment so far.
+    var completed: [String] { digests }
+
     /// The digests of every segment, in order (the last, partial one included).
     mutating func finalize() -> [String] {
         if cutter.filled > 0 {

@@ -26,6 +26,10 @@ extension Document {
     ///   ``DocumentError/Code/migrationFailed`` (the bundle is untouched), ``DocumentError/Code/legacyConversionFailed``,
     ///   and any reader code when the bundle is damaged.
     public static func open(at path: FilePath, options: OpenOptions = OpenOptions()) async throws -> Document {
+        if let interval = options.autosaveInterval, !(interval > 0 && interval.isFinite) {
+            throw DocumentError(.invalidArgument, path: path,
+                                reason: "autosaveInterval is \(interval); give a number of seconds more than 0, or nil for no autosave")
+        }
         let root = WorkingCopy.root(options.workingDirectory)
         try WorkingCopy.prepareRoot(root, isDefault: options.workingDirectory == nil)
         _ = try? removeStaleWorkingCopies(in: root, olderThan: 7 * 24 * 3600)  // housekeeping; never fails an open
@@ -219,6 +223,7 @@ extension Document {
                                         conversionReport: report, appliedMigrations: applied,
                                         hasUnsavedChanges: recovered, verifiedBundle: verified)
             if needsSave { try await document.save() }
+            document.startAutosave()
             return document
         } catch {
             try? FileSystem.removeTree(copy.directory)  // Cleanup after a first error: the bundle is untouched.

@@ -83,6 +83,14 @@ public final class Document: Sendable {
         /// have every save deflate everything at ``saving``'s level (reused segments keep the level they were
         /// written at).
         public var savesIncrementally = true
+        /// Autosave, as UIDocument does: seconds of quiet after the last committed change before the document saves
+        /// itself in the background (`nil`, the default: no autosave). Under a steady stream of changes it saves at
+        /// least every four intervals; a failed autosave (``State/savingFailed``, with ``Document/lastSaveError``) is
+        /// tried again after twice the wait, and again, up to five minutes apart, until one succeeds. Autosaves never
+        /// run beside an explicit ``Document/save()``, and ``Document/close(savingChanges:)`` stops them before its
+        /// final save. Ignored for read-only opens; a value that is not more than 0 is refused with
+        /// ``DocumentError/Code/invalidArgument``.
+        public var autosaveInterval: Double?
         /// The model of a document created by this open.
         public var model = DocumentMetadata.Model()
         /// The media type this app writes: a document created by this open gets it, and a writable open of a
@@ -134,6 +142,12 @@ public final class Document: Sendable {
         var verifiedBundle: FileIdentity?
         /// How the last save of this open wrote the store.
         var lastSave: SaveReport?
+        /// Why the last save failed, until one succeeds.
+        var lastSaveError: DocumentError?
+        /// Whether a save is running (an autosave then waits for its next turn).
+        var isSaving = false
+        /// The autosave loop, while it runs.
+        var autosave: Task<Void, Never>?
     }
 
     private let guarded: Mutex<Guarded>
@@ -184,6 +198,13 @@ public final class Document: Sendable {
     /// replaced was the one this open verified and its unchanged segments were copied (FORMAT.md 11.5), or full,
     /// with the reason.
     public var lastSave: SaveReport? { guarded.withLock { $0.lastSave } }
+
+    /// Why the last save (explicit or autosave) failed, while the document is ``State/savingFailed``; `nil` once a
+    /// save succeeds.
+    public var lastSaveError: DocumentError? { guarded.withLock { $0.lastSaveError } }
+
+    /// Whether a save is running now.
+    var isSaving: Bool { guarded.withLock { $0.isSaving } }
 
     /// The current state, answered from memory and the working copy's 4-byte file change counter: it never goes
     /// through SQLite, so it can be read from any thread, inside a write, and while a save runs.
@@ -267,6 +288,8 @@ public final class Document: Sendable {
         guard !isReadOnly, state != .editingDisabled else {
             throw DocumentError(.readOnly, path: path, reason: "is open read-only; it cannot be saved")
         }
+        guarded.withLock { $0.isSaving = true }
+        defer { guarded.withLock { $0.isSaving = false } }
         do {
             try await queue.barrierWriteWithoutTransaction { _ in
                 let content = BundleContent(
@@ -283,6 +306,7 @@ public final class Document: Sendable {
                 self.guarded.withLock {
                     $0.verifiedBundle = identity
                     $0.lastSave = staged.report
+                    $0.lastSaveError = nil
                 }
                 try self.workingCopy.writeBase(WorkingCopy.Base(bundle: self.path.string, storeSHA256: saved.store.sha256))
                 let counter = try self.currentChangeCounter()
@@ -296,7 +320,11 @@ public final class Document: Sendable {
             }
             publish(.normal)
         } catch {
-            guarded.withLock { if $0.state != .closed { $0.state = .savingFailed } }
+            guarded.withLock {
+                if $0.state != .closed { $0.state = .savingFailed }
+                $0.lastSaveError = error as? DocumentError
+                    ?? DocumentError(.ioFailure, path: path, reason: "the save failed: \(error)")
+            }
             publish(.savingFailed)
             throw error
         }
@@ -378,9 +406,11 @@ public final class Document: Sendable {
             guarded.isClosing = true
             return true
         }) else { return }
+        await stopAutosave()
         if savingChanges && !isReadOnly && hasUnsavedChanges {
             do { try await save() } catch {
                 guarded.withLock { $0.isClosing = false }
+                startAutosave()  // still open, with its changes: autosave goes on trying
                 throw error
             }
         }
@@ -420,6 +450,30 @@ public final class Document: Sendable {
             && copy.directory.appending(".lock").withPlatformString({ lstat($0, &named) }) == 0
             && held.st_dev == named.st_dev && held.st_ino == named.st_ino
     }
+
+    /// Starts the autosave loop when the options ask for one (``OpenOptions/autosaveInterval``).
+    func startAutosave() {
+        guard !isReadOnly, let interval = options.autosaveInterval else { return }
+        let logger = options.logger
+        let task = Task.detached(priority: .utility) { [weak self] in
+            let reference = WeakDocument(self)
+            await Autosave(interval: interval, logger: logger).run { reference.document }
+        }
+        guarded.withLock { $0.autosave = task }
+    }
+
+    /// Stops the autosave loop and waits until an autosave it started has ended.
+    func stopAutosave() async {
+        let task = guarded.withLock { guarded -> Task<Void, Never>? in
+            defer { guarded.autosave = nil }
+            return guarded.autosave
+        }
+        task?.cancel()
+        await task?.value
+    }
+
+    /// The working copy's change counter, for the autosave loop (`nil` when it cannot be read).
+    var changeCounterNow: UInt32? { try? currentChangeCounter() }
 
     private func publish(_ state: State) {
         let continuations = guarded.withLock { Array($0.continuations.values) }

@@ -11,6 +11,8 @@ import SystemPackage
 /// notes-app Notes.mdz list
 /// notes-app Notes.mdz rewrite v2 --bulk 4000       # every note replaced: a save is all old or all new
 /// notes-app Notes.mdz add --bulk 10000 --hold 5      # keeps the document open (and locked) for 5 s
+/// notes-app Notes.mdz journal --rows 500 --autosave 0.05 --save-every 50
+///                                                    # appends entries, autosaved as they come
 /// ```
 @main
 struct NotesApp: AsyncParsableCommand {
@@ -19,18 +21,23 @@ struct NotesApp: AsyncParsableCommand {
         abstract: "A sample app whose notes live in a managed document.")
 
     @Argument(help: "The document.") var document: String
-    @Argument(help: "add, rewrite (replace every note with --bulk notes tagged NOTE) or list") var action: String
+    @Argument(help: "add, rewrite (replace every note with --bulk notes tagged NOTE), journal (append --rows entries, autosaved) or list")
+    var action: String
     @Argument(help: "Notes to add.") var notes: [String] = []
     @Option(help: "Add this many generated notes with 1 KiB payloads.") var bulk = 0
     @Option(help: "Seconds to keep the document open before saving.") var hold = 0.0
     @Option(help: "Seconds to wait for another writer.") var wait = 0.0
     @Flag(help: "Open read-only.") var readOnly = false
+    @Option(help: "journal: entries to append, one transaction each.") var rows = 100
+    @Option(help: "journal: autosave after this many seconds of quiet (0: no autosave).") var autosave = 0.0
+    @Option(help: "journal: also save explicitly after every this many entries (0: never).") var saveEvery = 0
 
     func run() async throws {
         var options = Document.OpenOptions()
         options.createIfMissing = true
         options.lockTimeout = wait
         options.isReadOnly = readOnly
+        if autosave > 0 { options.autosaveInterval = autosave }
         let document: Document
         do {
             document = try await Document.open(at: FilePath(self.document), options: options)
@@ -70,6 +77,25 @@ struct NotesApp: AsyncParsableCommand {
             say("written")
             try await document.close(savingChanges: true)
             say("saved")
+        case "journal":
+            // Entry n holds "entry n" and a payload made from n, so a reader can check any prefix of them.
+            let first = try await document.writer.write { db -> Int in
+                try db.execute(sql: "CREATE TABLE IF NOT EXISTS entry(id INTEGER PRIMARY KEY, text TEXT NOT NULL, payload BLOB)")
+                return (try Int.fetchOne(db, sql: "SELECT max(id) FROM entry") ?? 0) + 1
+            }
+            for id in first..<(first + rows) {
+                try await document.writer.write { db in
+                    try db.execute(sql: "INSERT INTO entry(id, text, payload) VALUES (?, ?, ?)",
+                                   arguments: [id, "entry \(id)", NotesApp.journalPayload(id)])
+                }
+                if saveEvery > 0, id % saveEvery == 0 {
+                    try await document.save()
+                    say("saved \(id) \(document.lastSave.map { "\($0)" } ?? "")")
+                }
+                try await Task.sleep(nanoseconds: 2_000_000)
+            }
+            try await document.close(savingChanges: true)
+            say("closed \(first + rows - 1)")
         case "list":
             let texts = try await document.reader.read { db in
                 try db.tableExists("note") ? try String.fetchAll(db, sql: "SELECT text FROM note ORDER BY id") : []
@@ -78,8 +104,13 @@ struct NotesApp: AsyncParsableCommand {
             if hold > 0 { try await Task.sleep(nanoseconds: UInt64(hold * 1e9)) }
             try await document.close(savingChanges: false)
         default:
-            throw ValidationError("the action is add, rewrite or list")
+            throw ValidationError("the action is add, rewrite, journal or list")
         }
+    }
+
+    /// The payload of journal entry `id`: 1 KiB that deflates, different for every entry.
+    static func journalPayload(_ id: Int) -> Data {
+        Data((0..<1024).map { UInt8(truncatingIfNeeded: ($0 / 8) &* 7 &+ id) })
     }
 }
 

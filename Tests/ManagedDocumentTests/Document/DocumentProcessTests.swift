@@ -130,6 +130,64 @@ struct DocumentProcessTests {
         }
     }
 
+    @Test("autosaves and incremental saves killed with SIGKILL at random moments: the document always opens and holds a saved prefix of the entries, never less than was saved")
+    func killedAutosaves() async throws {
+        let trials = Int(ProcessInfo.processInfo.environment["CRASH_TRIALS"] ?? "") ?? 12
+        try await withTemporaryDirectory { directory in
+            let bundle = directory.appending("Journal.mdz")
+            // Over 1 MiB, so that saves reuse segments (FORMAT.md 11.5).
+            #expect(try NotesApp.run([bundle.string, "add", "--bulk", "1500"], in: directory).status == 0)
+            var generator = SeededGenerator(seed: 23)
+            var held = 0  // entries the bundle holds; a kill may lose only what was never saved
+            var incremental = 0, explicit = 0, grew = 0
+            for trial in 0..<trials {
+                let app = try NotesApp([bundle.string, "journal", "--rows", "1000000", "--autosave", "0.03",
+                                        "--save-every", "20"], in: directory)
+                #expect(app.waitFor("opened"), "trial \(trial): \(app.output)")
+                try await Task.sleep(nanoseconds: UInt64(Double.random(in: 0.05...0.9, using: &generator) * 1e9))
+                kill(app.process.processIdentifier, SIGKILL)
+                let result = app.finish()
+                let saves = result.output.split(separator: "\n").filter { $0.hasPrefix("saved ") }
+                explicit += saves.count
+                incremental += saves.filter { $0.contains("incremental") }.count
+                let savedBeforeKill = saves.compactMap { Int($0.split(separator: " ")[1]) }.max() ?? 0
+
+                try BundleReader(at: bundle).verifyEntries()
+                var options = Document.OpenOptions()
+                options.isReadOnly = true
+                options.workingDirectory = directory.appending("reader")
+                let entries = try await Document.withDocument(at: bundle, options: options) { (document: Document) async throws in
+                    try await document.reader.read { db -> [(id: Int, text: String, payload: Data)] in
+                        guard try db.tableExists("entry") else { return [] }
+                        return try Row.fetchAll(db, sql: "SELECT id, text, payload FROM entry ORDER BY id").map {
+                            ($0["id"], $0["text"], $0["payload"])
+                        }
+                    }
+                }
+                let ids = entries.map(\.id)
+                #expect(ids == Array(1..<(ids.count + 1)), "trial \(trial): the entries are not a prefix: \(ids.prefix(5))…")
+                let wrong = entries.first { $0.text != "entry \($0.id)" || $0.payload != journalPayload($0.id) }
+                #expect(wrong == nil, "trial \(trial): entry \(wrong?.id ?? 0) is not what was written")
+                #expect(ids.count >= max(held, savedBeforeKill),
+                        "trial \(trial): the bundle holds \(ids.count) entries; \(savedBeforeKill) were saved")
+                if ids.count > held { grew += 1 }
+                held = ids.count
+            }
+            // The next writer opens at once and cleans up what killed saves left.
+            let next = try NotesApp.run([bundle.string, "journal", "--rows", "1"], in: directory)
+            #expect(next.status == 0 && next.output.contains("closed \(held + 1)"), "\(next.output)")
+            let leftovers = try FileSystem.contentsOfDirectory(directory).filter { $0.hasSuffix(AtomicFile.temporarySuffix) }
+            #expect(leftovers.isEmpty, "\(leftovers)")
+            #expect(incremental > 0, "no explicit save was incremental")
+            print("killed autosaves: \(trials) trials, the bundle grew in \(grew), \(held) entries held; explicit saves \(explicit), incremental \(incremental)")
+        }
+    }
+
+    /// notes-app's journal payload for entry `id` (the same formula).
+    private func journalPayload(_ id: Int) -> Data {
+        Data((0..<1024).map { UInt8(truncatingIfNeeded: ($0 / 8) &* 7 &+ id) })
+    }
+
     @Test("the default working-copies folder: made 0700, made private again when loose, refused when planted as a link")
     func defaultWorkingFolder() async throws {
         try await withTemporaryDirectory { directory in

@@ -20,7 +20,7 @@
 #                   then close(savingChanges: false), outside the timed span. Peer: unzip.
 #   ours metadata   Document.metadata(at:), 100 calls in one process, median per call. Peer: unzip.
 #   ours save       open, change one row, then save() timed in-process (on a fresh copy of the bundle each run):
-#                   incremental (FORMAT.md 11.5; peer: the durable copy), and full with savesIncrementally off
+#                   incremental (FORMAT.md 16.1; peer: the durable copy), and full with savesIncrementally off
 #                   (peer: zip -1). With the page cache dropped, it is dropped again between the open and the save.
 #   durable copy    cp BUNDLE COPY && sync COPY: the floor of any save that writes a new file and flushes it.
 #   sqlite3 commit  the same one-row change committed by sqlite3 on the loose store (rollback journal, fsync).

@@ -182,7 +182,7 @@ final class ParallelDeflater {
     }
 
     /// Restart segments whose compressed bytes are taken from an earlier stream of the same restart interval
-    /// instead of being compressed again (an incremental save, FORMAT.md 11.5). The caller proved each reused
+    /// instead of being compressed again (an incremental save, FORMAT.md 16.1). The caller proved each reused
     /// segment's bytes unchanged and knows their CRC-32 and the whole stream's SHA-256 (the source is not read
     /// where segments are reused, so this compressor cannot hash it).
     struct Reuse {

@@ -160,7 +160,7 @@ public enum BundleWriter {
     ///     SHA-256), before the metadata entry is written.
     ///   - reusing: the identity the bundle at `target` had when this process last verified it (extracted every
     ///     entry of it, or wrote it): while the file there still has it, the store's unchanged segments are copied
-    ///     from it instead of being deflated again (``SegmentReuse``, FORMAT.md 11.5).
+    ///     from it instead of being deflated again (``SegmentReuse``, FORMAT.md 16.1).
     static func stage(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
                       options: WritingOptions, storeFacts: StoreFacts? = nil, permissionsOf: FilePath? = nil,
                       reusing: FileIdentity? = nil,

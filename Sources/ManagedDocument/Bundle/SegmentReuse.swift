@@ -4,7 +4,7 @@ import Foundation
 import Synchronization
 import SystemPackage
 
-/// How a save wrote the store: whole, or reusing the compressed segments of the bundle it replaced (FORMAT.md 11.5).
+/// How a save wrote the store: whole, or reusing the compressed segments of the bundle it replaced (FORMAT.md 16.1).
 public struct SaveReport: Sendable, Equatable, CustomStringConvertible {
     /// Whether segments were reused.
     public enum Mode: String, Sendable, Equatable, Codable {
@@ -38,7 +38,7 @@ public struct SaveReport: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// The restart segments of a store that a save copies, compressed, from the bundle it replaces (FORMAT.md 11.5).
+/// The restart segments of a store that a save copies, compressed, from the bundle it replaces (FORMAT.md 16.1).
 ///
 /// A segment is reused only when it is proven unchanged: the replaced bundle is the file this process verified
 /// (its ``FileIdentity`` unchanged: every segment of it inflated and checked against its digest when it was

@@ -79,7 +79,7 @@ public final class Document: Sendable {
         /// How saves compress the bundle. Default: deflate at ``WritingOptions/defaultDeflateLevel``.
         public var saving = WritingOptions(compression: .deflate, replacesExisting: true)
         /// Whether a save copies the unchanged segments of the bundle it replaces instead of deflating the whole
-        /// store again (FORMAT.md 11.5; ``Document/lastSave`` says which a save did). Default: yes. Turn it off to
+        /// store again (FORMAT.md 16.1; ``Document/lastSave`` says which a save did). Default: yes. Turn it off to
         /// have every save deflate everything at ``saving``'s level (reused segments keep the level they were
         /// written at).
         public var savesIncrementally = true
@@ -195,7 +195,7 @@ public final class Document: Sendable {
     public var metadata: DocumentMetadata { guarded.withLock { $0.metadata } }
 
     /// How the last save of this open wrote the store (`nil` before the first): incremental, when the bundle it
-    /// replaced was the one this open verified and its unchanged segments were copied (FORMAT.md 11.5), or full,
+    /// replaced was the one this open verified and its unchanged segments were copied (FORMAT.md 16.1), or full,
     /// with the reason.
     public var lastSave: SaveReport? { guarded.withLock { $0.lastSave } }
 
@@ -276,7 +276,7 @@ public final class Document: Sendable {
     /// A save costs what changed: when the bundle on disk is the one this open extracted or last saved (same file,
     /// unchanged since), the store's segments whose SHA-256 still matches are copied from it compressed, and only
     /// the others are deflated; the new bundle's reused bytes are compared with the old one's and its new segments
-    /// inflated and checked before it replaces anything (FORMAT.md 11.5). ``lastSave`` tells which it was.
+    /// inflated and checked before it replaces anything (FORMAT.md 16.1). ``lastSave`` tells which it was.
     ///
     /// - Throws: ``DocumentError/Code/closed`` after ``close(savingChanges:)``, ``DocumentError/Code/readOnly``
     ///   for a read-only document, and the codes of ``BundleWriter/write(_:metadata:to:options:)``. On a failure

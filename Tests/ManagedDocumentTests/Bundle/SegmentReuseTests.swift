@@ -4,7 +4,7 @@ import SystemPackage
 import Testing
 @testable import ManagedDocument
 
-/// Incremental saves (FORMAT.md 11.5) at the writer: a change anywhere is found, only the segments it touches are
+/// Incremental saves (FORMAT.md 16.1) at the writer: a change anywhere is found, only the segments it touches are
 /// deflated, and the bundle written holds exactly the new store.
 @Suite("Segment reuse: a change in any one segment is found, and only that segment is deflated")
 struct SegmentReuseTests {

@@ -135,7 +135,7 @@ struct DocumentProcessTests {
         let trials = Int(ProcessInfo.processInfo.environment["CRASH_TRIALS"] ?? "") ?? 12
         try await withTemporaryDirectory { directory in
             let bundle = directory.appending("Journal.mdz")
-            // Over 1 MiB, so that saves reuse segments (FORMAT.md 11.5).
+            // Over 1 MiB, so that saves reuse segments (FORMAT.md 16.1).
             #expect(try NotesApp.run([bundle.string, "add", "--bulk", "1500"], in: directory).status == 0)
             var generator = SeededGenerator(seed: 23)
             var held = 0  // entries the bundle holds; a kill may lose only what was never saved

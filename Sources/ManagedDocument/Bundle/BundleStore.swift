@@ -61,16 +61,13 @@ public final class BundleStore: Sendable {
         let reader = try BundleReader(at: bundle, limits: limits)
         path = bundle
         metadata = reader.metadata
-        var configuration = Configuration()
-        configuration.readonly = true
-        configuration.label = "ManagedDocument.bundleStore"
         if StoreInspector.opensURIs, BundleVFS.isRegistered,
            let store = SegmentedStore(reader: reader, cacheSize: cacheSize) {
-            let uri = BundleVFS.uri(for: store)
+            let uri: String
             do {
-                queue = try DatabaseQueue(path: uri, configuration: configuration)
+                (queue, uri) = try BundleVFS.openQueue(StoreSlot(store, isImmutable: true),
+                                                       label: "ManagedDocument.bundleStore")
             } catch {
-                BundleVFS.forget(uri)
                 throw Self.reported(error, store: store, path: bundle)
             }
             access = .segments

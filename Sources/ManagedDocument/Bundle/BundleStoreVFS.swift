@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CSQLite
+import GRDB
 import GRDBSQLite  // sqlite3.h's types are attributed to the first module that includes it: GRDB's
 import Crypto
 import Dispatch
@@ -287,25 +288,113 @@ final class SegmentedStore: Sendable {
     }
 }
 
-/// A read-only SQLite VFS whose files are ``SegmentedStore``s: SQLite reads a store's pages straight from its
-/// bundle, nothing is extracted. Registered once per process (not as the default VFS); a store is opened through
-/// the `file:` URI ``uri(for:)`` returns, immutable (no lock, no journal).
+/// Where a store opened through ``BundleVFS`` reads its bytes: a bundle's store served segment by segment, or a store
+/// file (one extracted because its bundle cannot be served in place).
+protocol StoreSource: Sendable {
+    /// The store's size in bytes.
+    var size: Int64 { get }
+    /// Copies `count` bytes at `offset` into `buffer`; returns how many there were (fewer at the store's end).
+    func read(into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) throws -> Int
+    /// Records why a read failed, for the caller to report.
+    func fail(_ error: DocumentError)
+    /// The first failure recorded.
+    var failure: DocumentError? { get }
+    /// The bundle or file it reads, for errors.
+    var origin: FilePath { get }
+}
+
+extension SegmentedStore: StoreSource {
+    var origin: FilePath { reader.path }
+}
+
+/// An extracted store file, read with `pread` (a bundle that cannot be served in place, reloaded into an open
+/// read-only document).
+final class StoreFile: StoreSource {
+    let origin: FilePath
+    let size: Int64
+    private let descriptor: FileDescriptor
+    private let firstFailure = Mutex<DocumentError?>(nil)
+
+    init(_ path: FilePath) throws {
+        descriptor = try FileSystem.openForReading(path)
+        origin = path
+        guard let status = try FileSystem.status(path) else {
+            throw DocumentError(.notFound, path: path, reason: "no such file")
+        }
+        size = status.size
+    }
+
+    deinit { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+
+    func read(into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) throws -> Int {
+        try FileSystem.read(descriptor, at: offset, into: UnsafeMutableRawBufferPointer(start: buffer, count: count),
+                            path: origin)
+    }
+
+    func fail(_ error: DocumentError) { firstFailure.withLock { if $0 == nil { $0 = error } } }
+
+    var failure: DocumentError? { firstFailure.withLock { $0 } }
+}
+
+/// The file SQLite opened through ``BundleVFS``: the source it reads now, which a read-only document replaces when it
+/// reverts (the same connection then reads the bundle as it is now).
+///
+/// An immutable slot (``BundleStore``: one bundle, never replaced) is opened with `immutable=1`: SQLite takes no
+/// locks and never looks at the file again. A replaceable one is opened read-only without it: at the start of every
+/// read transaction SQLite reads the header's change counter and drops its page cache when it differs, as it does
+/// for a file another process changed.
+final class StoreSlot: Sendable {
+    let isImmutable: Bool
+    private let current: Mutex<any StoreSource>
+
+    init(_ source: any StoreSource, isImmutable: Bool) {
+        self.isImmutable = isImmutable
+        current = Mutex(source)
+    }
+
+    var source: any StoreSource { current.withLock { $0 } }
+
+    /// Serves `source` from now on (only for a replaceable slot).
+    func replace(with source: any StoreSource) {
+        precondition(!isImmutable, "an immutable store is never replaced")
+        current.withLock { $0 = source }
+    }
+}
+
+/// A read-only SQLite VFS whose files are ``StoreSlot``s: SQLite reads a store's pages straight from its bundle,
+/// nothing is extracted. Registered once per process (not as the default VFS); a store is opened through the `file:`
+/// URI ``uri(for:)`` returns.
 enum BundleVFS {
     static let name = "managed-document-bundle"
 
-    private static let stores = Mutex<(next: UInt64, open: [UInt64: SegmentedStore])>((1, [:]))
+    private static let stores = Mutex<(next: UInt64, open: [UInt64: StoreSlot])>((1, [:]))
 
     /// Registers the VFS (once); whether SQLite accepted it.
     static let isRegistered: Bool = register()
 
-    /// The URI that opens `store` through the VFS; the store stays registered until ``forget(_:)``.
-    static func uri(for store: SegmentedStore) -> String {
+    /// The URI that opens `slot` through the VFS (immutable when the slot is); it stays registered until
+    /// ``forget(_:)``.
+    static func uri(for slot: StoreSlot) -> String {
         let token = stores.withLock { stores -> UInt64 in
             defer { stores.next += 1 }
-            stores.open[stores.next] = store
+            stores.open[stores.next] = slot
             return stores.next
         }
-        return "file:/\(name)/\(token)?vfs=\(name)&mode=ro&immutable=1"
+        return "file:/\(name)/\(token)?vfs=\(name)&mode=ro" + (slot.isImmutable ? "&immutable=1" : "")
+    }
+
+    /// A read-only connection to `slot`'s store (its URI registered until the queue is closed and ``forget(_:)``).
+    static func openQueue(_ slot: StoreSlot, label: String) throws -> (DatabaseQueue, uri: String) {
+        var configuration = Configuration()
+        configuration.readonly = true
+        configuration.label = label
+        let uri = uri(for: slot)
+        do {
+            return (try DatabaseQueue(path: uri, configuration: configuration), uri)
+        } catch {
+            forget(uri)
+            throw error
+        }
     }
 
     /// Drops the registration `uri(for:)` made (connections already open keep their store).
@@ -319,15 +408,15 @@ enum BundleVFS {
         return path.split(separator: "/").last.flatMap { UInt64($0) }
     }
 
-    private static func store(named name: UnsafePointer<CChar>?) -> SegmentedStore? {
+    private static func slot(named name: UnsafePointer<CChar>?) -> StoreSlot? {
         guard let name, let token = token(in: String(cString: name)) else { return nil }
         return stores.withLock { $0.open[token] }
     }
 
-    private static func file(_ pointer: UnsafeMutablePointer<sqlite3_file>?) -> SegmentedStore? {
+    private static func file(_ pointer: UnsafeMutablePointer<sqlite3_file>?) -> StoreSlot? {
         guard let raw = pointer.map(UnsafeMutableRawPointer.init)?.assumingMemoryBound(to: md_bundle_file.self),
-              let store = raw.pointee.store else { return nil }
-        return Unmanaged<SegmentedStore>.fromOpaque(store).takeUnretainedValue()
+              let slot = raw.pointee.store else { return nil }
+        return Unmanaged<StoreSlot>.fromOpaque(slot).takeUnretainedValue()
     }
 
     /// The store files' methods, made once and never changed (kept by address: SQLite reads them from any thread).
@@ -342,13 +431,13 @@ enum BundleVFS {
         methods.pointee.xClose = { file in
             if let raw = file.map(UnsafeMutableRawPointer.init)?.assumingMemoryBound(to: md_bundle_file.self),
                let store = raw.pointee.store {
-                Unmanaged<SegmentedStore>.fromOpaque(store).release()
+                Unmanaged<StoreSlot>.fromOpaque(store).release()
                 raw.pointee.store = nil
             }
             return SQLITE_OK
         }
         methods.pointee.xRead = { file, buffer, count, offset in
-            guard let store = BundleVFS.file(file), let buffer else { return md_sqlite_ioerr_read }
+            guard let store = BundleVFS.file(file)?.source, let buffer else { return md_sqlite_ioerr_read }
             do {
                 let copied = try store.read(into: buffer, count: Int(count), at: offset)
                 guard copied == Int(count) else {
@@ -360,7 +449,7 @@ enum BundleVFS {
                 store.fail(error)
                 return md_sqlite_ioerr_read
             } catch {
-                store.fail(DocumentError(.ioFailure, path: store.reader.path, entry: BundleLayout.store,
+                store.fail(DocumentError(.ioFailure, path: store.origin, entry: BundleLayout.store,
                                          reason: "cannot read the store: \(error)"))
                 return md_sqlite_ioerr_read
             }
@@ -369,7 +458,7 @@ enum BundleVFS {
         methods.pointee.xTruncate = { _, _ in SQLITE_READONLY }
         methods.pointee.xSync = { _, _ in SQLITE_OK }
         methods.pointee.xFileSize = { file, size in
-            guard let store = BundleVFS.file(file) else { return md_sqlite_ioerr_fstat }
+            guard let store = BundleVFS.file(file)?.source else { return md_sqlite_ioerr_fstat }
             size?.pointee = store.size
             return SQLITE_OK
         }
@@ -381,7 +470,9 @@ enum BundleVFS {
         }
         methods.pointee.xFileControl = { _, _, _ in SQLITE_NOTFOUND }
         methods.pointee.xSectorSize = { _ in 4096 }
-        methods.pointee.xDeviceCharacteristics = { _ in SQLITE_IOCAP_IMMUTABLE }
+        methods.pointee.xDeviceCharacteristics = { file in
+            BundleVFS.file(file)?.isImmutable == false ? 0 : SQLITE_IOCAP_IMMUTABLE
+        }
         return UInt(bitPattern: methods)
     }()
 
@@ -405,10 +496,10 @@ enum BundleVFS {
             let raw = UnsafeMutableRawPointer(file).assumingMemoryBound(to: md_bundle_file.self)
             raw.pointee.base.pMethods = nil
             raw.pointee.store = nil
-            guard flags & SQLITE_OPEN_READWRITE == 0, let store = BundleVFS.store(named: name) else {
+            guard flags & SQLITE_OPEN_READWRITE == 0, let slot = BundleVFS.slot(named: name) else {
                 return SQLITE_CANTOPEN
             }
-            raw.pointee.store = Unmanaged.passRetained(store).toOpaque()
+            raw.pointee.store = Unmanaged.passRetained(slot).toOpaque()
             raw.pointee.base.pMethods = UnsafePointer(BundleVFS.methods)
             outFlags?.pointee = SQLITE_OPEN_READONLY
             return SQLITE_OK

@@ -147,6 +147,24 @@ extension Document {
         let copy = try WorkingCopy.snapshot(root: root)
         do {
             let copyLock = try lockWorkingCopy(copy)
+            if StoreInspector.opensURIs, BundleVFS.isRegistered,
+               let store = SegmentedStore(reader: reader, cacheSize: BundleStore.defaultCacheSize) {
+                // > Nothing extracted: SQLite reads the pages it needs from the bundle, each segment checked first.
+                let slot = StoreSlot(store, isImmutable: false)
+                let (queue, uri) = try BundleVFS.openQueue(slot, label: "ManagedDocument.document")
+                options.logger.debug("\(path): read-only, the store read from the bundle segment by segment")
+                do {
+                    return try Document(path: path, isReadOnly: true, editingDisabled: true, metadata: reader.metadata,
+                                        queue: queue, documentLock: nil, workingCopy: copy, workingCopyLock: copyLock,
+                                        options: options, conversionReport: nil, appliedMigrations: [],
+                                        hasUnsavedChanges: false, inPlace: (slot, uri))
+                } catch {
+                    try? queue.close()  // Squash close error of a read-only connection.
+                    BundleVFS.forget(uri)
+                    throw error
+                }
+            }
+            options.logger.notice("\(path): read-only, the store extracted first: \(SegmentedStore.unavailableReason(reader) ?? "this SQLite does not open file: URIs")")
             try reader.extract(into: copy.content, permissions: [.ownerReadWrite])
             let queue = try openQueue(copy.store, readOnly: true)
             let document = try Document(path: path, isReadOnly: true, editingDisabled: true, metadata: reader.metadata,

@@ -6,6 +6,7 @@ import Darwin
 import Foundation
 import Synchronization
 import GRDB
+import GRDBSQLite
 import Logging
 import SystemPackage
 
@@ -24,8 +25,9 @@ import SystemPackage
 ///
 /// The bundle on disk only ever changes in ``save()``, which packs the working copy with the write-aside-then-
 /// rename protocol: a crash at any moment leaves the previous bundle or the new one, never a mix. Opening for
-/// writing takes a lock (see ``OpenOptions/lockTimeout``); read-only opens take none and work on their own
-/// snapshot, so they never block the writer and never change the bundle.
+/// writing takes a lock (see ``OpenOptions/lockTimeout``); read-only opens take none and read the bundle they opened
+/// (its store served page by page from the bundle, nothing extracted, when the bundle allows), so they never block
+/// the writer and never change the bundle.
 ///
 /// ## Topics
 /// - ``open(at:options:)``
@@ -59,7 +61,9 @@ public final class Document: Sendable {
 
     /// How a document is opened.
     public struct OpenOptions: Sendable {
-        /// Open for reading only: no lock, no writes, the bundle is never changed.
+        /// Open for reading only: no lock, no writes, the bundle is never changed. The store is read in place from the
+        /// bundle (each segment checked against its digest as SQLite asks for it), or extracted first when the bundle
+        /// does not allow that (FORMAT.md 11.4).
         public var isReadOnly = false
         /// Create a new, empty document when neither the bundle nor a legacy store exists.
         public var createIfMissing = false
@@ -152,13 +156,16 @@ public final class Document: Sendable {
 
     private let guarded: Mutex<Guarded>
     private let documentLock: DocumentLock?
+    /// For a read-only document whose store SQLite reads straight from the bundle (no working copy of the store):
+    /// the VFS file it reads, which ``revert()`` points at the bundle as it is now, and its URI.
+    private let inPlace: (slot: StoreSlot, uri: String)?
     let workingCopy: WorkingCopy
     private let options: OpenOptions
 
     init(path: FilePath, isReadOnly: Bool, editingDisabled: Bool, metadata: DocumentMetadata, queue: DatabaseQueue,
          documentLock: DocumentLock?, workingCopy: WorkingCopy, workingCopyLock: FileDescriptor, options: OpenOptions,
          conversionReport: ConversionReport?, appliedMigrations: [String], hasUnsavedChanges: Bool,
-         verifiedBundle: FileIdentity? = nil) throws {
+         verifiedBundle: FileIdentity? = nil, inPlace: (slot: StoreSlot, uri: String)? = nil) throws {
         self.path = path
         self.isReadOnly = isReadOnly
         self.documentLock = documentLock
@@ -166,12 +173,14 @@ public final class Document: Sendable {
         self.options = options
         self.conversionReport = conversionReport
         self.appliedMigrations = appliedMigrations
-        let header = try FileSystem.openForReading(workingCopy.store)
+        self.inPlace = inPlace
+        // > A store read in place has no working copy: its document is read-only, and never edited.
+        let header = inPlace == nil ? try FileSystem.openForReading(workingCopy.store) : nil
         let counter: UInt32?
         do {
-            counter = hasUnsavedChanges ? nil : try Self.changeCounter(header, path: workingCopy.store)
+            counter = try hasUnsavedChanges ? nil : header.map { try Self.changeCounter($0, path: workingCopy.store) }
         } catch {
-            try? header.close()  // Squash close error: the first error is what counts.
+            try? header?.close()  // Squash close error: the first error is what counts.
             throw error
         }
         self.guarded = Mutex(Guarded(
@@ -202,6 +211,11 @@ public final class Document: Sendable {
     /// Why the last save (explicit or autosave) failed, while the document is ``State/savingFailed``; `nil` once a
     /// save succeeds.
     public var lastSaveError: DocumentError? { guarded.withLock { $0.lastSaveError } }
+
+    /// For a read-only document, whose store SQLite reads straight from the bundle: why the last failed read of
+    /// the store failed (a segment that does not match its digest, with the bundle, the entry and the segment named),
+    /// once one has. SQLite reports such a read to the app as an I/O error (`SQLITE_IOERR`); never as a wrong row.
+    public var storeReadFailure: DocumentError? { inPlace?.slot.source.failure }
 
     /// Whether a save is running now.
     var isSaving: Bool { guarded.withLock { $0.isSaving } }
@@ -341,6 +355,10 @@ public final class Document: Sendable {
     public func revert() async throws {
         let queue = try openQueue()
         let reader = try BundleReader(at: path, limits: options.limits)
+        if let inPlace {
+            try await reload(inPlace.slot, from: reader, queue: queue)
+            return
+        }
         let scratch = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "revert-")
         defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the revert's outcome is what counts.
         let (extracted, verified) = try reader.extractVerifying(into: scratch.appending("content"))
@@ -379,6 +397,38 @@ public final class Document: Sendable {
             }
         }
         publish(state)
+    }
+
+    /// Points a read-only document's store, read in place, at the bundle as it is now: the bundle served segment by
+    /// segment when it allows, its store extracted into the working folder otherwise. SQLite reads the new header's
+    /// change counter at its next read and drops its page cache; the caches are released now too.
+    private func reload(_ slot: StoreSlot, from reader: BundleReader, queue: DatabaseQueue) async throws {
+        let source: any StoreSource
+        if let store = SegmentedStore(reader: reader, cacheSize: BundleStore.defaultCacheSize) {
+            source = store
+        } else {
+            let folder = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "reloaded-")
+            source = try StoreFile(reader.extract(into: folder.appending("content"), permissions: [.ownerReadWrite]).store)
+            options.logger.notice("\(path): the store was extracted to be read: \(SegmentedStore.unavailableReason(reader) ?? "")")
+        }
+        // > SQLite tells stores apart by their header (change counter, page count, free list, schema cookie): one that
+        // > agrees on all of them but holds other bytes would be read with the old one's cached pages and schema.
+        if reader.metadata.store.sha256 != metadata.store.sha256 {
+            var old = [UInt8](repeating: 0, count: 20), new = [UInt8](repeating: 0, count: 20)
+            let oldCount = try old.withUnsafeMutableBytes { try slot.source.read(into: $0.baseAddress!, count: 20, at: 24) }
+            let newCount = try new.withUnsafeMutableBytes { try source.read(into: $0.baseAddress!, count: 20, at: 24) }
+            if oldCount == 20, newCount == 20, old == new {
+                throw DocumentError(.ioFailure, path: path,
+                                    reason: "the bundle now holds another store whose SQLite header cannot be told from the open one's; close the document and open it again")
+            }
+        }
+        slot.replace(with: source)
+        try await queue.read { db in
+            db.clearSchemaCache()
+            _ = sqlite3_db_release_memory(db.sqliteConnection)
+        }
+        guarded.withLock { $0.metadata = reader.metadata }
+        publish(.editingDisabled)
     }
 
     /// Puts the bundle's external data and additional content in place of the working copy's.
@@ -423,6 +473,7 @@ public final class Document: Sendable {
             return (guarded.queue, guarded.workingCopyLock)
         }
         try? queue?.close()  // Squash close error: nothing is pending, and the copy is removed next.
+        if let inPlace { BundleVFS.forget(inPlace.uri) }
         let header = guarded.withLock { guarded -> FileDescriptor? in
             defer { guarded.storeHeader = nil }
             return guarded.storeHeader

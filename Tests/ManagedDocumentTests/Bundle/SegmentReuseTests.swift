@@ -199,7 +199,7 @@ struct SegmentReuseTests {
             defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
             let olderStore = directory.appending("older.sqlite")
             try Fixtures.write(parts.store, to: olderStore)
-            (_, report) = try Self.save(olderStore, to: older, reusing: try #require(FileIdentity(descriptor)))
+            (_, report) = try Self.save(olderStore, to: older, reusing: FileIdentity(descriptor))
             #expect(report.mode == .full && report.reason?.contains("older writer") == true
                     || report.reason?.contains("restart index") == true, "\(report)")
             #expect(try Self.storeBytes(of: older, in: directory) == parts.store)

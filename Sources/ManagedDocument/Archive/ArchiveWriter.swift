@@ -108,9 +108,11 @@ final class ArchiveWriter {
     private let deflateLevel: Int
     private let forcesZIP64: Bool
     private let compressionThreads: Int
-    /// Entries deflated by ``ParallelDeflater``, by their index among libarchive's entries: libarchive wrote them as
-    /// stored, and their central records get the method, CRC-32 and size of the deflated entry they really are.
-    private var deflatedOutside: [Int: (crc32: UInt32, size: UInt64)] = [:]
+    /// Entries deflated by ``ParallelDeflater``, by their index among libarchive's entries: libarchive wrote their
+    /// headers as those of stored entries and never saw their data, which went to the file beside it; their central
+    /// records get the method, CRC-32 and sizes of the deflated entry they really are, and every later entry's
+    /// local header offset moves by the bytes libarchive did not see.
+    private var deflatedOutside: [Int: (crc32: UInt32, size: UInt64, compressedSize: UInt64)] = [:]
 
     /// Entries at least this large are deflated by ``ParallelDeflater`` on several threads when the writer has
     /// compression threads (smaller ones at ISA-L's levels 1-3 are deflated by it too, on the calling thread).
@@ -202,10 +204,11 @@ final class ArchiveWriter {
     /// Adds a deflated entry whose bytes ``ParallelDeflater`` compresses: on `workers` threads, or on this one with 0.
     ///
     /// libarchive cannot take data that is already compressed, so it is told the entry is stored, with the
-    /// compressed bound as its size (it writes any fewer bytes as they come and records the count it saw). Its
-    /// local header and data descriptor are patched as they pass through the sink, and its central record in
-    /// ``finish()``: method 8, the CRC-32 and size of the uncompressed bytes, sizes deferred to the descriptor
-    /// exactly as libarchive writes its own deflated entries. The bundle is re-read and every entry inflated before
+    /// compressed bound as its size (so that it writes zip64 fields where the entry may need them), and is given
+    /// none of the data: the compressed bytes go to the file beside it (copied file to file where segments are
+    /// reused), so it neither copies nor checksums them again. Its local header and data descriptor are patched as
+    /// they pass through the sink, and its central record in ``finish()``: method 8, the CRC-32 and sizes of the
+    /// entry, sizes deferred to the descriptor exactly as libarchive writes its own deflated entries. The bundle is re-read and every entry inflated before
     /// it takes its name (by zlib, segment by segment, where the stream has restart points; by ISA-L's inflater
     /// otherwise), so a stream that does not inflate to these bytes never lands.
     private func addDeflatedEntry(named name: String, size: Int64, workers: Int, reuse: ParallelDeflater.Reuse? = nil,
@@ -222,22 +225,19 @@ final class ArchiveWriter {
         var written: Int64 = 0
         let result: ParallelDeflater.Result
         do {
-            result = try deflater.compress(size: size, read: read, write: { chunk in
-                written += Int64(chunk.count)
-                guard written <= declared else {  // libarchive would drop the excess without a word
+            func grow(by count: Int64) throws {
+                written += count
+                guard written <= declared else {
                     throw DocumentError(.ioFailure, path: path, entry: name,
                                         reason: "the compressed data outgrew its bound; nothing was replaced")
                 }
-                var offset = 0
-                while offset < chunk.count {
-                    let count = archive_write_data(handle, chunk.baseAddress! + offset, chunk.count - offset)
-                    if count <= 0 {
-                        if let failure = sink.failure { throw failure }
-                        throw wrap(ArchiveFailure(status: Int32(count), operation: "write the data of \(name)",
-                                                  handle: handle))
-                    }
-                    offset += count
-                }
+            }
+            result = try deflater.compress(size: size, read: read, write: { chunk in
+                try grow(by: Int64(chunk.count))
+                try sink.write(chunk)
+            }, copy: { source, range, origin in
+                try grow(by: Int64(range.count))
+                try sink.copy(from: source, range: range, origin: origin)
             }, reuse: reuse)
         } catch let failure as ParallelDeflater.Failure {
             switch failure {
@@ -255,7 +255,7 @@ final class ArchiveWriter {
         let descriptor = try sink.capture { try check(archive_write_finish_entry(handle), "finish \(name)") }
         try sink.write(try Self.patchDataDescriptor(descriptor, crc32: result.crc32, size: UInt64(size),
                                                     compressedSize: UInt64(written), path: path, entry: name))
-        deflatedOutside[entryNames.count] = (result.crc32, UInt64(size))
+        deflatedOutside[entryNames.count] = (result.crc32, UInt64(size), UInt64(written))
         entryNames.append(name)
         // > Restarts are recorded where readers gain from them: entries that readers inflate on several cores.
         // > The index names the stream it describes (compressed size, CRC-32), so a reader can tell it from a repack.
@@ -304,18 +304,20 @@ final class ArchiveWriter {
         return header
     }
 
-    /// libarchive's data descriptor, given the CRC-32 and size of the uncompressed bytes.
+    /// libarchive's data descriptor of an entry it saw no data of, given the CRC-32 and sizes of the entry.
     static func patchDataDescriptor(_ bytes: [UInt8], crc32: UInt32, size: UInt64, compressedSize: UInt64,
                                     path: FilePath, entry: String) throws -> [UInt8] {
         var descriptor = bytes
         switch descriptor.count {
-        case 16 where descriptor.readLE32(at: 0) == 0x0807_4b50 && UInt64(descriptor.readLE32(at: 8)) == compressedSize:
-            guard size < UInt64(UInt32.max) else { break }
+        case 16 where descriptor.readLE32(at: 0) == 0x0807_4b50 && descriptor.readLE32(at: 8) == 0:
+            guard size < UInt64(UInt32.max), compressedSize < UInt64(UInt32.max) else { break }
             descriptor.writeLE(crc32, at: 4)
+            descriptor.writeLE(UInt32(compressedSize), at: 8)
             descriptor.writeLE(UInt32(size), at: 12)
             return descriptor
-        case 24 where descriptor.readLE32(at: 0) == 0x0807_4b50 && descriptor.readLE64(at: 8) == compressedSize:
+        case 24 where descriptor.readLE32(at: 0) == 0x0807_4b50 && descriptor.readLE64(at: 8) == 0:
             descriptor.writeLE(crc32, at: 4)
+            descriptor.writeLE(compressedSize, at: 8)
             descriptor.writeLE(size, at: 16)
             return descriptor
         default:
@@ -356,13 +358,20 @@ final class ArchiveWriter {
                                 reason: "libarchive wrote an unexpected central directory: \(failure.message)")
         }
         var directory = mimetypeRecord.encoded()
+        var unseen: UInt64 = 0  // bytes written beside libarchive before the entry at hand
         for (index, var record) in decoded.enumerated() {
-            record.localHeaderOffset += prefix
+            record.localHeaderOffset += prefix + unseen
             if let deflated = deflatedOutside[index] {
+                guard record.compressedSize == 0 else {
+                    throw DocumentError(.ioFailure, path: path,
+                                        reason: "libarchive recorded data it was not given for \(entryNames[index])")
+                }
                 record.method = 8
                 record.versionNeeded = max(record.versionNeeded, 20)
                 record.crc32 = deflated.crc32
                 record.uncompressedSize = deflated.size
+                record.compressedSize = deflated.compressedSize
+                unseen += deflated.compressedSize
             }
             directory += record.encoded(forcesZIP64: forcesZIP64)
         }
@@ -425,6 +434,7 @@ private final class Sink {
             return
         }
         physicalOffset += UInt64(bytes.count)
+        try copyPending()
         if buffer.count + bytes.count > bufferLimit { try flush() }
         if bytes.count >= bufferLimit {
             try writeToFile(bytes)
@@ -435,11 +445,56 @@ private final class Sink {
 
     private func writeToFile(_ bytes: UnsafeRawBufferPointer) throws {
         try FileSystem.writeAll(descriptor, bytes, path: path)
-        fileOffset += Int64(bytes.count)
+        try wroteToFile(Int64(bytes.count))
+    }
+
+    /// Counts bytes that reached the file and hands whole intervals of them to the kernel's writeback.
+    private func wroteToFile(_ count: Int64) throws {
+        fileOffset += count
         if fileOffset - writebackOffset >= Self.writebackInterval {
             // > Only a hint: where the kernel cannot, the fsync before the rename writes everything as before.
             _ = sync_file_range(descriptor.rawValue, writebackOffset, fileOffset - writebackOffset, 2 /* SYNC_FILE_RANGE_WRITE */)
             writebackOffset = fileOffset
+        }
+    }
+
+    /// Copies `range` of `source` to the file (`origin` names the source in errors). Ranges that follow each other in
+    /// the same source are copied in one go, up to ``copyChunk`` bytes, before the next bytes written.
+    func copy(from source: FileDescriptor, range: Range<Int64>, origin: FilePath) throws {
+        precondition(!isCapturing, "a copy while libarchive's bytes are held back")
+        physicalOffset += UInt64(range.count)
+        if let pending = pendingCopy, pending.source == source, pending.range.upperBound == range.lowerBound,
+           pending.range.count < Self.copyChunk {
+            pendingCopy = (source, pending.range.lowerBound..<range.upperBound, origin)
+            return
+        }
+        try flush()
+        pendingCopy = (source, range, origin)
+    }
+
+    /// The most bytes held back for one copy: copies start while the caller still decides what comes next.
+    static let copyChunk = 8 << 20
+
+    /// A copy ``copy(from:range:origin:)`` holds back until the next write.
+    private var pendingCopy: (source: FileDescriptor, range: Range<Int64>, origin: FilePath)?
+    private lazy var copyBuffer = [UInt8](repeating: 0, count: 1 << 20)
+
+    /// Copies the pending range, read with `pread` and written straight to the file (the buffer is empty).
+    private func copyPending() throws {
+        guard let (source, range, origin) = pendingCopy else { return }
+        pendingCopy = nil
+        var position = range.lowerBound
+        while position < range.upperBound {
+            let wanted = Int(min(range.upperBound - position, Int64(copyBuffer.count)))
+            try copyBuffer.withUnsafeMutableBytes { buffer in
+                let chunk = UnsafeMutableRawBufferPointer(rebasing: buffer[..<wanted])
+                guard try FileSystem.read(source, at: position, into: chunk, path: origin) == wanted else {
+                    throw DocumentError(.truncatedArchive, path: origin,
+                                        reason: "the file ends before the bytes to copy do; nothing was replaced")
+                }
+                try writeToFile(UnsafeRawBufferPointer(chunk))
+            }
+            position += Int64(wanted)
         }
     }
 
@@ -456,6 +511,7 @@ private final class Sink {
     }
 
     func flush() throws {
+        try copyPending()
         guard !buffer.isEmpty else { return }
         try buffer.withUnsafeBytes { try writeToFile($0) }
         buffer.removeAll(keepingCapacity: true)

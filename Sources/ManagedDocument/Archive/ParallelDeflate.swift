@@ -2,6 +2,7 @@ import CArchive
 import Crypto
 import Dispatch
 import Foundation
+import SystemPackage
 
 /// Compresses one stream into a single raw deflate stream on several cores, the way pigz does.
 ///
@@ -192,16 +193,18 @@ final class ParallelDeflater {
         var crc32: (_ index: Int) throws -> UInt32?
         /// Moves the source past `count` bytes (those of a reused segment).
         var skip: (_ count: Int64) throws -> Void
-        /// Hands restart segment `index`'s reused compressed bytes to `write`, in order; returns their count.
-        var copy: (_ index: Int, _ write: (UnsafeRawBufferPointer) throws -> Void) throws -> Int64
+        /// Where restart segment `index`'s reused compressed bytes lie: the file, the byte range, its path.
+        var source: (_ index: Int) -> (file: FileDescriptor, range: Range<Int64>, path: FilePath)
         /// The SHA-256 of the whole source, asked for once every segment is written.
         var sha256: () throws -> String
     }
 
     /// Compresses exactly `size` bytes pulled from `read` (which returns 0 at the end) and hands the compressed bytes,
-    /// in order, to `write`; with `reuse`, the restart segments it names are copied instead of compressed.
+    /// in order, to `write`; with `reuse`, the restart segments it names are handed to `copy` (a file range) instead.
     func compress(size: Int64, read: (UnsafeMutableRawBufferPointer) throws -> Int,
-                  write: (UnsafeRawBufferPointer) throws -> Void, reuse: Reuse? = nil) throws -> Result {
+                  write: (UnsafeRawBufferPointer) throws -> Void,
+                  copy: (FileDescriptor, Range<Int64>, FilePath) throws -> Void = { _, _, _ in },
+                  reuse: Reuse? = nil) throws -> Result {
         var hasher = SHA256()
         var crc: UInt32 = 0
         var consumed: Int64 = 0
@@ -218,7 +221,9 @@ final class ParallelDeflater {
             if slot.isRestart { restarts.append(compressed) }
             crc = CRC32.combine(crc, slot.crc32, lengthB: slot.length)
             if let index = slot.reusedSegment, let reuse {
-                compressed += try reuse.copy(index, write)
+                let source = reuse.source(index)
+                try copy(source.file, source.range, source.path)
+                compressed += Int64(source.range.count)
             } else {
                 try write(UnsafeRawBufferPointer(rebasing: slot.output[..<slot.compressedLength]))
                 compressed += Int64(slot.compressedLength)

@@ -91,7 +91,7 @@ extension BundleReader {
     /// ``verifyEntries(checkingSegments:)`` with the store's data checked by `checkingStore` instead of inflated
     /// (an incremental save checks the store in proportion to what changed: ``SegmentReuse/verify(_:)``).
     func verifyEntries(checkingSegments: Bool, checkingStore: (BundleReader) throws -> Void) throws {
-        try withoutActuallyEscaping(checkingStore) { check in
+        _ = try withoutActuallyEscaping(checkingStore) { check in
             try streamEntries(into: nil, checkingSegments: checkingSegments, checkingStore: check) { _ in false }
         }
     }

@@ -341,7 +341,7 @@ public enum BundleWriter {
                         throw DocumentError.io("cannot read the file", path: source, errno: error)
                     }
                 },
-                copy: { index, write in try plan.copy(index, to: write) },
+                source: { plan.source($0) },
                 sha256: { try plan.finish().sha256 })
         }
         let digest = try writer.addEntry(named: name, size: status.size, compressed: deflate, reuse: reusing) { buffer in

@@ -130,6 +130,11 @@ final class SegmentReuse {
             return .full("the store's restart interval changed with its size")
         }
         let descriptor = try FileSystem.openForReading(store)
+        // > Both files are read through once, in order: the kernel reads them ahead while they are hashed and copied.
+        _ = posix_fadvise(descriptor.rawValue, 0, 0, POSIX_FADV_SEQUENTIAL)
+        _ = posix_fadvise(descriptor.rawValue, 0, 0, POSIX_FADV_WILLNEED)
+        _ = posix_fadvise(previous.descriptor.rawValue, off_t(entry.dataOffset), off_t(entry.compressedSize),
+                          POSIX_FADV_WILLNEED)
         let hashing = Hashing()
         let plan = SegmentReuse(previous: previous, identity: identity, entry: entry, offsets: restarts.offsets,
                                 restartInterval: interval, size: size, hashing: hashing)
@@ -243,23 +248,9 @@ final class SegmentReuse {
         return start..<(Int64(entry.dataOffset) + end)
     }
 
-    /// Hands segment `index`'s compressed bytes, read from the replaced bundle, to `write`; returns their count.
-    func copy(_ index: Int, to write: (UnsafeRawBufferPointer) throws -> Void) throws -> Int64 {
-        let range = previousRange(index)
-        var position = range.lowerBound
-        while position < range.upperBound {
-            let wanted = Int(min(Int64(buffer.count), range.upperBound - position))
-            let count = try FileSystem.read(previous.descriptor, at: position,
-                                            into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<wanted]),
-                                            path: previous.path)
-            guard count == wanted else {
-                throw DocumentError(.truncatedArchive, path: previous.path, entry: entry.name,
-                                    reason: "the bundle being replaced ended inside segment \(index); nothing was replaced")
-            }
-            try write(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-            position += Int64(count)
-        }
-        return Int64(range.count)
+    /// Where segment `index`'s compressed bytes lie in the replaced bundle (read through its reader's descriptor).
+    func source(_ index: Int) -> (file: FileDescriptor, range: Range<Int64>, path: FilePath) {
+        (previous.descriptor, previousRange(index), previous.path)
     }
 
     /// Checks the store of the bundle just written, in proportion to what changed: each digest segment whose

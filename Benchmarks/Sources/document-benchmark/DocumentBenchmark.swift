@@ -8,8 +8,10 @@
 //   document-benchmark metadata BUNDLE [COUNT]             prints "metadata MEDIAN_MS ...": Document.metadata(at:)
 //   document-benchmark query BUNDLE SQL [CACHE_MIB]        prints "query SECONDS ...": BundleStore (read in place)
 //                                                          opened and SQL run, its rows counted
-//   document-benchmark query-extract BUNDLE WORKDIR SQL    prints "query-extract SECONDS ...": the same through a
-//                                                          read-only Document.open (the store extracted first)
+//   document-benchmark query-document BUNDLE WORKDIR SQL   prints "query-document SECONDS ...": the same through a
+//                                                          read-only Document.open (the store read in place)
+//   document-benchmark query-extract BUNDLE WORKDIR SQL    prints "query-extract SECONDS ...": the same after
+//                                                          extracting the bundle (how read-only opens worked before)
 //
 // Each timed subcommand prints exactly one line on stdout; its first two fields are the operation and its time.
 // `open` times Document.open only (lock, checks, extraction into WORKDIR, opening the store); closing without
@@ -38,6 +40,7 @@ struct DocumentBenchmark {
                document-benchmark save BUNDLE WORKDIR [--drop-caches] [--full]
                document-benchmark metadata BUNDLE [COUNT]
                document-benchmark query BUNDLE SQL [CACHE_MIB]
+               document-benchmark query-document BUNDLE WORKDIR SQL
                document-benchmark query-extract BUNDLE WORKDIR SQL
         """
 
@@ -68,6 +71,9 @@ struct DocumentBenchmark {
                 let cache = arguments.count == 4 ? (Int(arguments[3]) ?? 0) << 20 : BundleStore.defaultCacheSize
                 guard cache > 0 else { fail("CACHE_MIB must be a positive integer\n\(usage)", status: 64) }
                 try query(FilePath(arguments[1]), sql: arguments[2], cacheSize: cache)
+            case ("query-document", 4):
+                try await queryDocument(FilePath(arguments[1]), workingDirectory: FilePath(arguments[2]),
+                                        sql: arguments[3])
             case ("query-extract", 4):
                 try await queryExtracting(FilePath(arguments[1]), workingDirectory: FilePath(arguments[2]),
                                           sql: arguments[3])
@@ -123,8 +129,22 @@ struct DocumentBenchmark {
         print("query \(format(seconds(elapsed))) \(store.access.rawValue) rows \(rows) bytes \(bytes) segments \(stats.segmentsLoaded) cache-peak \(stats.peakBytes)")
     }
 
-    /// The same query through today's read-only open: the store extracted into a working copy first.
+    /// The same query the way a read-only open worked before it read in place: the bundle extracted (every entry
+    /// checked), then the store opened read-only.
     static func queryExtracting(_ bundle: FilePath, workingDirectory: FilePath, sql: String) async throws {
+        let start = ContinuousClock.now
+        let extracted = try BundleReader(at: bundle).extract(into: workingDirectory.appending("content"))
+        var configuration = Configuration()
+        configuration.readonly = true
+        let queue = try DatabaseQueue(path: extracted.store.string, configuration: configuration)
+        let (rows, bytes) = try await queue.read { db in try run(sql, db) }
+        let elapsed = ContinuousClock.now - start
+        try queue.close()
+        print("query-extract \(format(seconds(elapsed))) rows \(rows) bytes \(bytes)")
+    }
+
+    /// The same query through a read-only Document.open (its store read in place from the bundle).
+    static func queryDocument(_ bundle: FilePath, workingDirectory: FilePath, sql: String) async throws {
         var options = Document.OpenOptions()
         options.isReadOnly = true
         options.workingDirectory = workingDirectory
@@ -133,7 +153,7 @@ struct DocumentBenchmark {
         let (rows, bytes) = try await document.reader.read { db in try run(sql, db) }
         let elapsed = ContinuousClock.now - start
         try await document.close()
-        print("query-extract \(format(seconds(elapsed))) rows \(rows) bytes \(bytes)")
+        print("query-document \(format(seconds(elapsed))) rows \(rows) bytes \(bytes)")
     }
 
     private static func run(_ sql: String, _ db: Database) throws -> (rows: Int, bytes: Int64) {

@@ -68,14 +68,15 @@ extension BundleReader {
                                additionalContent: FileSystem.isDirectory(additional) ? additional : nil)
     }
 
-    /// ``extract(into:permissions:checkingSegments:)`` at 0600 with every segment digest checked, and the identity
-    /// the bundle file had throughout (`nil` when it changed while it was read): what a save may trust of it later
-    /// (``SegmentReuse``: each of its segments inflates to the bytes its digest names).
-    func extractVerifying(into directory: FilePath) throws -> (ExtractedBundle, FileIdentity?) {
+    /// ``extract(into:permissions:checkingSegments:)`` at 0600; with `forReuse`, every segment digest is checked
+    /// too and the identity the bundle file had throughout is returned (`nil` when it changed while it was read, or
+    /// without `forReuse`): what a save may trust of it later (``SegmentReuse``: each of its segments inflates to the
+    /// bytes its digest names).
+    func extractVerifying(into directory: FilePath, forReuse: Bool) throws -> (ExtractedBundle, FileIdentity?) {
         let before = FileIdentity(descriptor)
-        let extracted = try extract(into: directory, permissions: [.ownerReadWrite], checkingSegments: true)
+        let extracted = try extract(into: directory, permissions: [.ownerReadWrite], checkingSegments: forReuse)
         let after = FileIdentity(descriptor)
-        return (extracted, before == after ? after : nil)
+        return (extracted, forReuse && before == after ? after : nil)
     }
 
     /// Inflates every entry without writing anything, checking CRC-32s, sizes, SHA-256s and the store's header.

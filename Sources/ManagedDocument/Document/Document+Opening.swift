@@ -225,7 +225,7 @@ extension Document {
         var verified: FileIdentity?
         do {
             if !recovered {
-                verified = try reader.extractVerifying(into: copy.content).1
+                verified = try reader.extractVerifying(into: copy.content, forReuse: options.savesIncrementally).1
                 try copy.writeBase(WorkingCopy.Base(bundle: path.string, storeSHA256: reader.metadata.store.sha256))
             }
             let queue = try openQueue(copy.store, readOnly: false)

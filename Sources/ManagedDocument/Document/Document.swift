@@ -85,7 +85,8 @@ public final class Document: Sendable {
         /// Whether a save copies the unchanged segments of the bundle it replaces instead of deflating the whole
         /// store again (FORMAT.md 16.1; ``Document/lastSave`` says which a save did). Default: yes. Turn it off to
         /// have every save deflate everything at ``saving``'s level (reused segments keep the level they were
-        /// written at).
+        /// written at); the open then also skips checking the bundle's segment digests, which only a later
+        /// incremental save needs (about a fifth of a 1 GiB document's open, docs/BENCHMARKS.md).
         public var savesIncrementally = true
         /// Autosave, as UIDocument does: seconds of quiet after the last committed change before the document saves
         /// itself in the background (`nil`, the default: no autosave). Under a steady stream of changes it saves at
@@ -361,7 +362,8 @@ public final class Document: Sendable {
         }
         let scratch = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "revert-")
         defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the revert's outcome is what counts.
-        let (extracted, verified) = try reader.extractVerifying(into: scratch.appending("content"))
+        let (extracted, verified) = try reader.extractVerifying(into: scratch.appending("content"),
+                                                                forReuse: options.savesIncrementally)
         var configuration = Configuration()
         configuration.readonly = true
         let source = try DatabaseQueue(path: extracted.store.string, configuration: configuration)

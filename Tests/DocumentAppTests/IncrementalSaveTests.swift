@@ -22,6 +22,15 @@ private var docconvert: String? {
     return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
 }
 
+/// Creates a `note` table holding `rows`, and saves.
+private func addNotes(_ rows: [String], to document: Document) async throws {
+    try await document.writer.write { db in
+        try db.execute(sql: "CREATE TABLE note(body TEXT)")
+        for body in rows { try db.execute(sql: "INSERT INTO note(body) VALUES (?)", arguments: [body]) }
+    }
+    try await document.save()
+}
+
 /// Checks a bundle the ways a user would: `docconvert verify --full`, `unzip -t`, python's `zipfile`.
 private func checkWithTools(_ bundle: FilePath) throws {
     if let docconvert {
@@ -136,11 +145,7 @@ struct IncrementalSaveTests {
             let bundle = folder.appending("Notes.mdz")
             let document = try await Document.open(at: bundle, options: appOptions(folder))
             let rows = (0..<300).map { _ in words(400, &generator) }
-            try await document.writer.write { db in
-                try db.execute(sql: "CREATE TABLE note(body TEXT)")
-                for body in rows { try db.execute(sql: "INSERT INTO note(body) VALUES (?)", arguments: [body]) }
-            }
-            try await document.save()
+            try await addNotes(rows, to: document)
             #expect(document.lastSave?.mode == .full)  // the bundle just created had nothing to reuse worth it
 
             try await document.writer.write { db in try db.execute(sql: "UPDATE note SET body = 'x' WHERE rowid = 5") }
@@ -180,11 +185,7 @@ struct IncrementalSaveTests {
             let bundle = folder.appending("Notes.mdz")
             let document = try await Document.open(at: bundle, options: appOptions(folder))
             let rows = (0..<300).map { _ in words(400, &generator) }
-            try await document.writer.write { db in
-                try db.execute(sql: "CREATE TABLE note(body TEXT)")
-                for body in rows { try db.execute(sql: "INSERT INTO note(body) VALUES (?)", arguments: [body]) }
-            }
-            try await document.save()
+            try await addNotes(rows, to: document)
             try await document.writer.write { db in try db.execute(sql: "DELETE FROM note") }
             try await document.revert()
             try await document.writer.write { db in try db.execute(sql: "UPDATE note SET body = 'x' WHERE rowid = 1") }
@@ -197,11 +198,7 @@ struct IncrementalSaveTests {
             var options = appOptions(folder)
             options.saving.compression = .store
             let stored = try await Document.open(at: folder.appending("Stored.mdz"), options: options)
-            try await stored.writer.write { db in
-                try db.execute(sql: "CREATE TABLE note(body TEXT)")
-                for body in rows { try db.execute(sql: "INSERT INTO note(body) VALUES (?)", arguments: [body]) }
-            }
-            try await stored.save()
+            try await addNotes(rows, to: stored)
             try await stored.writer.write { db in try db.execute(sql: "UPDATE note SET body = 'x' WHERE rowid = 1") }
             try await stored.save()
             #expect(stored.lastSave?.mode == .full)

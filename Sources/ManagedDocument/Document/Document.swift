@@ -196,6 +196,7 @@ public final class Document: Sendable {
     deinit {
         let (queue, copyLock, header) = guarded.withLock { ($0.queue, $0.workingCopyLock, $0.storeHeader) }
         try? queue?.close()  // Squash close error: the document was not closed explicitly.
+        if let inPlace { BundleVFS.forget(inPlace.uri) }  // the bundle's descriptor goes with its store
         try? copyLock?.close()  // Squash close error: releasing the lock is all that matters.
         try? header?.close()  // Squash close error of a read-only descriptor.
         documentLock?.release()

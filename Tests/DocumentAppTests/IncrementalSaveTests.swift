@@ -195,6 +195,17 @@ struct IncrementalSaveTests {
             let content = try await bundleContent(bundle, folder: folder)
             #expect(content.tables["note"]?.hasPrefix("300:") == true)
 
+            // Incremental saves turned off: every save deflates everything, and says why.
+            var whole = appOptions(folder)
+            whole.savesIncrementally = false
+            let full = try await Document.open(at: bundle, options: whole)
+            try await full.writer.write { db in try db.execute(sql: "UPDATE note SET body = 'y' WHERE rowid = 2") }
+            try await full.save()
+            #expect(full.lastSave?.mode == .full && full.lastSave?.reason?.contains("incremental saves are off") == true,
+                    "\(String(describing: full.lastSave))")
+            try await full.close()
+            #expect(try await bundleContent(bundle, folder: folder).tables["note"]?.hasPrefix("300:") == true)
+
             var options = appOptions(folder)
             options.saving.compression = .store
             let stored = try await Document.open(at: folder.appending("Stored.mdz"), options: options)

@@ -80,7 +80,9 @@ final class SegmentedStore: Sendable {
         restartsPerSegment = Int(segments.interval / (offsets == nil ? segments.interval
             : reader.metadata.store.deflateRestarts!.interval))
         capacity = max(2, cacheSize / Int(max(1, segments.interval)))
-        readAhead = max(1, min(3, capacity - 1, (3 << 20) / Int(max(1, segments.interval))))
+        // > Up to three, and fewer than the cache holds: what is in flight never exceeds the cache's own size, so
+        // > a store of 4 GiB and more (segments of 1 MiB and more) is still read ahead by more than one segment.
+        readAhead = max(1, min(3, capacity - 1))
         state = Mutex(State())
     }
 

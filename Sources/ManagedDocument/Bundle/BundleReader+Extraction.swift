@@ -76,6 +76,11 @@ extension BundleReader {
         let before = FileIdentity(descriptor)
         let extracted = try extract(into: directory, permissions: [.ownerReadWrite], checkingSegments: forReuse)
         let after = FileIdentity(descriptor)
+        // > Only a store inflated restart segment by restart segment (each proven to stand alone and to end as a
+        // > segment must) may lend its segments to a later save; one read in one stream (a single core, segments over
+        // > 1 MiB) proves its bytes, not its cuts.
+        let segmentWise = entries.first { $0.role == .store }.map { parallelRestarts(for: $0) != nil } ?? false
+        guard case .used(_, identified: true) = restartIndex, segmentWise else { return (extracted, nil) }
         return (extracted, forReuse && before == after ? after : nil)
     }
 

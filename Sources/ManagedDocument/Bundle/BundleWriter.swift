@@ -229,8 +229,9 @@ public enum BundleWriter {
         if let plan, report.reusedSegments * 2 >= report.segments {
             // > In proportion: reused bytes compared with the replaced bundle's, new segments inflated and checked.
             try written.verifyEntries(checkingSegments: false, checkingStore: plan.verify)
-        } else if plan != nil {
+        } else if let plan {
             try written.verifyEntries(checkingSegments: true)  // mostly new: inflated on every core, all of it
+            try plan.checkPreviousUnchanged()
         } else {
             try written.verifyEntries(checkingSegments: false)  // written from the bytes the store's SHA-256 covers
         }
@@ -324,6 +325,10 @@ public enum BundleWriter {
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
         guard let status = try FileSystem.status(source) else {
             throw DocumentError(.notFound, path: source, reason: "no such file")
+        }
+        if let reuse, status.size != reuse.size {
+            throw DocumentError(.sizeMismatch, path: source,
+                                reason: "the store changed size while it was being saved; nothing was replaced")
         }
         var deflate = compressed
         if compressed && reuse == nil {

@@ -220,6 +220,10 @@ final class SegmentReuse {
     /// The CRC-32 of restart segment `index` when its compressed bytes are reused; `nil` when it is deflated.
     /// Called once for every segment, in order: it waits until the hashing thread has decided it.
     func reusedCRC(_ index: Int) throws -> UInt32? {
+        guard index < count else {
+            throw DocumentError(.sizeMismatch, path: previous.path, entry: BundleLayout.store,
+                                reason: "the store grew while it was being saved; nothing was replaced")
+        }
         hashing.published.wait()
         return try hashing.state.withLock { state in
             if let failure = state.failure { throw failure }
@@ -334,6 +338,12 @@ final class SegmentReuse {
                 throw damaged("segment digest \(digest) does not match the working copy")
             }
         }
+        try checkPreviousUnchanged()
+    }
+
+    /// Refuses to go on when the replaced bundle is no longer the file this process verified (changed in place while
+    /// its segments were copied).
+    func checkPreviousUnchanged() throws {
         guard FileIdentity(previous.descriptor) == identity else {
             throw DocumentError(.ioFailure, path: previous.path,
                                 reason: "the bundle changed on disk while it was being saved over; the new bundle was not put in place, save again")

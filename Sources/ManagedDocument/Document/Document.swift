@@ -380,7 +380,9 @@ public final class Document: Sendable {
             publish(.editingDisabled)
             return
         }
-        try await queue.barrierWriteWithoutTransaction { db in
+        let isCurrent = try await queue.barrierWriteWithoutTransaction { db -> Bool in
+            // > A save (an autosave) may have replaced the bundle since it was read: revert to the one there now.
+            guard Self.identity(of: self.path) == FileIdentity(reader.descriptor) else { return false }
             try source.read { sourceDB in try sourceDB.backup(to: db) }
             try self.replaceFolders(from: extracted)
             let counter = try self.currentChangeCounter()
@@ -398,8 +400,17 @@ public final class Document: Sendable {
                 try db.notifyChanges(in: .fullDatabase)
                 return .commit
             }
+            return true
         }
+        guard isCurrent else { return try await revert() }
         publish(state)
+    }
+
+    /// The identity of the file at `path` now (`nil` when it cannot be opened).
+    private static func identity(of path: FilePath) -> FileIdentity? {
+        guard let descriptor = try? FileSystem.openForReading(path) else { return nil }
+        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+        return FileIdentity(descriptor)
     }
 
     /// Points a read-only document's store, read in place, at the bundle as it is now: the bundle served segment by
@@ -411,6 +422,8 @@ public final class Document: Sendable {
             source = store
         } else {
             let folder = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "reloaded-")
+            // > Removed once open: the descriptor keeps the store readable, and nothing piles up revert after revert.
+            defer { try? FileSystem.removeTree(folder) }  // Squash cleanup error: the reload's outcome is what counts.
             source = try StoreFile(reader.extract(into: folder.appending("content"), permissions: [.ownerReadWrite]).store)
             options.logger.notice("\(path): the store was extracted to be read: \(SegmentedStore.unavailableReason(reader) ?? "")")
         }
@@ -425,8 +438,9 @@ public final class Document: Sendable {
                                     reason: "the bundle now holds another store whose SQLite header cannot be told from the open one's; close the document and open it again")
             }
         }
-        slot.replace(with: source)
-        try await queue.read { db in
+        // > Swapped while the queue runs nothing else: no read sees pages of both stores, none starts with stale ones.
+        try await queue.writeWithoutTransaction { db in
+            slot.replace(with: source)
             db.clearSchemaCache()
             _ = sqlite3_db_release_memory(db.sqliteConnection)
         }

@@ -40,7 +40,15 @@ extension BundleReader {
     ///   ``DocumentError/Code/ioFailure``.
     @discardableResult
     public func extract(into directory: FilePath) throws -> ExtractedBundle {
-        try extract(into: directory, permissions: [.ownerReadWrite, .groupRead, .otherRead])
+        try extract(into: directory, permissions: extractedPermissions)
+    }
+
+    /// 0644, less the group and other bits the bundle file lacks: a private document's files stay private when
+    /// extracted (the owner may always read and write them). 0600 when the bundle's mode cannot be read.
+    var extractedPermissions: FilePermissions {
+        var info = stat()
+        guard fstat(descriptor.rawValue, &info) == 0 else { return [.ownerReadWrite] }
+        return FilePermissions(rawValue: 0o644 & (info.st_mode & 0o777 | 0o600))
     }
 
     /// ``extract(into:)`` with the files created at `permissions` (the umask applies too): a document's working
@@ -69,11 +77,11 @@ extension BundleReader {
     }
 
     /// ``extract(into:permissions:checkingSegments:)`` at 0600; with `forReuse`, every segment digest is checked
-    /// too and the identity the bundle file had throughout is returned (`nil` when it changed while it was read, or
-    /// without `forReuse`): what a save may trust of it later (``SegmentReuse``: each of its segments inflates to the
-    /// bytes its digest names).
+    /// too and the identity the bundle file had throughout is returned (`nil` when it changed since the reader
+    /// opened it, before its first read, or without `forReuse`): what a save may trust of it later (``SegmentReuse``:
+    /// each of its segments inflates to the bytes its digest names).
     func extractVerifying(into directory: FilePath, forReuse: Bool) throws -> (ExtractedBundle, FileIdentity?) {
-        let before = FileIdentity(descriptor)
+        let before = openedIdentity
         let extracted = try extract(into: directory, permissions: [.ownerReadWrite], checkingSegments: forReuse)
         let after = FileIdentity(descriptor)
         // > Only a store inflated restart segment by restart segment (each proven to stand alone and to end as a

@@ -11,6 +11,8 @@ struct OpenedBundle {
     let path: FilePath
     let descriptor: FileDescriptor
     let size: UInt64
+    /// The file's identity before anything of it was read: what an unchanged-bundle proof starts from.
+    let identity: FileIdentity
 
     /// Opens `path`, which must be a regular file (FORMAT.md 15.1).
     static func open(_ path: FilePath) throws -> OpenedBundle {
@@ -33,7 +35,7 @@ struct OpenedBundle {
             try? descriptor.close()  // Squash close error of a read-only descriptor.
             throw DocumentError(.notADocument, path: path, reason: "is not a regular file")
         }
-        return OpenedBundle(path: path, descriptor: descriptor, size: UInt64(info.st_size))
+        return OpenedBundle(path: path, descriptor: descriptor, size: UInt64(info.st_size), identity: FileIdentity(info))
     }
 
     /// `count` bytes at `offset`, fewer at the end of the file.

@@ -111,6 +111,9 @@ public final class BundleReader: Sendable {
     /// the parallel inflater) goes through this descriptor, so a bundle replaced under ``path`` while it is read
     /// (a save beside a reader) is never mixed with the one that was checked.
     let descriptor: FileDescriptor
+    /// The bundle file's identity when it was opened, before its first byte was read: a proof that the bundle is
+    /// unchanged (``FileIdentity``) compares with this, so a change while the reader checked it is never trusted.
+    let openedIdentity: FileIdentity
 
     /// Opens and checks a bundle.
     ///
@@ -152,6 +155,7 @@ public final class BundleReader: Sendable {
         self.metadata = metadata
         self.restartIndex = restartIndex
         self.descriptor = file.descriptor
+        self.openedIdentity = file.identity
         isKept = true
     }
 

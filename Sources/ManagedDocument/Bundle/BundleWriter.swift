@@ -190,10 +190,11 @@ public enum BundleWriter {
 
         files.sort { $0.name < $1.name }
         let now = options.modificationTime ?? Date()
+        // > The temporary has its final permission bits before it has a name: a private document is never readable
+        // > by others, not even while it is written.
         let atomic = try AtomicFile(target: target, replacing: options.replacesExisting,
-                                    removingStale: options.removesStaleTemporaries)
+                                    removingStale: options.removesStaleTemporaries, restrictingTo: permissionsOf)
         // > From here on, an error drops `atomic`, which removes the temporary.
-        if let permissionsOf { try atomic.restrictPermissions(toThoseOf: permissionsOf) }
         let writer = try ArchiveWriter(descriptor: atomic.descriptor, path: target, mediaType: metadata.mediaType,
                                        deflateLevel: options.deflateLevel,
                                        modificationTime: Int64(now.timeIntervalSince1970),

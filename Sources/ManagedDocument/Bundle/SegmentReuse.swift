@@ -112,7 +112,10 @@ final class SegmentReuse {
     ///   - maximumDigests: the writer's cap on segment digests (the new store's digest interval).
     static func plan(store: FilePath, size: Int64, previous: BundleReader, identity: FileIdentity,
                      maximumDigests: Int) throws -> Decision {
-        guard FileIdentity(previous.descriptor) == identity else {
+        guard identity.hasFineTimes else {
+            return .full("the file system keeps whole-second times, too coarse to prove the bundle unchanged")
+        }
+        guard previous.openedIdentity == identity else {
             return .full("the bundle on disk is not the one this document last read or saved")
         }
         guard let entry = previous.entries.first(where: { $0.role == .store }), entry.isCompressed else {

@@ -23,6 +23,7 @@ struct Autosave {
         var lastCounter: UInt32?
         var pendingTicks = 0
         while !Task.isCancelled {
+            // > `wait` is at most a week (OpenOptions.validate): its nanoseconds fit.
             do { try await Task.sleep(nanoseconds: UInt64(wait * 1e9)) } catch { return }  // cancelled
             guard let document = document() else { return }
             let state = document.state

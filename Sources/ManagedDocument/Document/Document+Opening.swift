@@ -26,10 +26,7 @@ extension Document {
     ///   ``DocumentError/Code/migrationFailed`` (the bundle is untouched), ``DocumentError/Code/legacyConversionFailed``,
     ///   and any reader code when the bundle is damaged.
     public static func open(at path: FilePath, options: OpenOptions = OpenOptions()) async throws -> Document {
-        if let interval = options.autosaveInterval, !(interval > 0 && interval.isFinite) {
-            throw DocumentError(.invalidArgument, path: path,
-                                reason: "autosaveInterval is \(interval); give a number of seconds more than 0, or nil for no autosave")
-        }
+        try options.validate(for: path)
         let root = WorkingCopy.root(options.workingDirectory)
         try WorkingCopy.prepareRoot(root, isDefault: options.workingDirectory == nil)
         _ = try? removeStaleWorkingCopies(in: root, olderThan: 7 * 24 * 3600)  // housekeeping; never fails an open
@@ -145,8 +142,10 @@ extension Document {
         let reader = try BundleReader(at: path, limits: options.limits)
         logReadPath(reader, options: options)
         let copy = try WorkingCopy.snapshot(root: root)
+        var copyLock: FileDescriptor?
         do {
-            let copyLock = try lockWorkingCopy(copy)
+            let lock = try lockWorkingCopy(copy)
+            copyLock = lock
             if StoreInspector.opensURIs, BundleVFS.isRegistered,
                let store = SegmentedStore(reader: reader, cacheSize: BundleStore.defaultCacheSize) {
                 // > Nothing extracted: SQLite reads the pages it needs from the bundle, each segment checked first.
@@ -155,7 +154,7 @@ extension Document {
                 options.logger.debug("\(path): read-only, the store read from the bundle segment by segment")
                 do {
                     return try Document(path: path, isReadOnly: true, editingDisabled: true, metadata: reader.metadata,
-                                        queue: queue, documentLock: nil, workingCopy: copy, workingCopyLock: copyLock,
+                                        queue: queue, documentLock: nil, workingCopy: copy, workingCopyLock: lock,
                                         options: options, conversionReport: nil, appliedMigrations: [],
                                         hasUnsavedChanges: false, inPlace: (slot, uri))
                 } catch {
@@ -167,13 +166,19 @@ extension Document {
             options.logger.notice("\(path): read-only, the store extracted first: \(SegmentedStore.unavailableReason(reader) ?? "this SQLite does not open file: URIs")")
             try reader.extract(into: copy.content, permissions: [.ownerReadWrite])
             let queue = try openQueue(copy.store, readOnly: true)
-            let document = try Document(path: path, isReadOnly: true, editingDisabled: true, metadata: reader.metadata,
-                                        queue: queue, documentLock: nil, workingCopy: copy, workingCopyLock: copyLock,
-                                        options: options, conversionReport: nil, appliedMigrations: [],
-                                        hasUnsavedChanges: false)
-            return document
+            do {
+                return try Document(path: path, isReadOnly: true, editingDisabled: true, metadata: reader.metadata,
+                                    queue: queue, documentLock: nil, workingCopy: copy, workingCopyLock: lock,
+                                    options: options, conversionReport: nil, appliedMigrations: [],
+                                    hasUnsavedChanges: false)
+            } catch {
+                try? queue.close()  // Squash close error of a read-only connection.
+                throw error
+            }
         } catch {
+            // > No document was made: the lock and the folder are still this function's to release.
             try? FileSystem.removeTree(copy.directory)  // Cleanup after a first error.
+            try? copyLock?.close()  // Squash close error: the folder is gone.
             throw error
         }
     }
@@ -223,31 +228,43 @@ extension Document {
         }
         let copyLock = try lockWorkingCopy(copy)
         var verified: FileIdentity?
+        var queue: DatabaseQueue?
+        let document: Document
+        var needsSave = false
         do {
             if !recovered {
                 verified = try reader.extractVerifying(into: copy.content, forReuse: options.savesIncrementally).1
                 try copy.writeBase(WorkingCopy.Base(bundle: path.string, storeSHA256: reader.metadata.store.sha256))
             }
-            let queue = try openQueue(copy.store, readOnly: false)
+            let opened = try openQueue(copy.store, readOnly: false)
+            queue = opened
             var metadata = reader.metadata
             var applied: [String] = []
-            var needsSave = false
             if let migrator = options.migrations {
-                (applied, needsSave) = try migrate(queue, metadata: &metadata, migrator: migrator, path: path)
+                (applied, needsSave) = try migrate(opened, metadata: &metadata, migrator: migrator, path: path)
             }
-            let document = try Document(path: path, isReadOnly: false, editingDisabled: false,
-                                        metadata: metadata, queue: queue, documentLock: documentLock,
-                                        workingCopy: copy, workingCopyLock: copyLock, options: options,
-                                        conversionReport: report, appliedMigrations: applied,
-                                        hasUnsavedChanges: recovered, verifiedBundle: verified)
-            if needsSave { try await document.save() }
-            document.startAutosave()
-            return document
+            document = try Document(path: path, isReadOnly: false, editingDisabled: false,
+                                    metadata: metadata, queue: opened, documentLock: documentLock,
+                                    workingCopy: copy, workingCopyLock: copyLock, options: options,
+                                    conversionReport: report, appliedMigrations: applied,
+                                    hasUnsavedChanges: recovered, verifiedBundle: verified)
         } catch {
+            // > No document was made: the connection, the folder and the lock are still this function's.
+            try? queue?.close()  // Squash close error: the working copy is removed next.
             try? FileSystem.removeTree(copy.directory)  // Cleanup after a first error: the bundle is untouched.
             try? copyLock.close()  // Squash close error: the folder is gone.
             throw error
         }
+        // > From here the document owns the connection, the working copy, its lock and the document's lock: it
+        // > alone releases them, once.
+        if needsSave {
+            do { try await document.save() } catch {
+                try? await document.close(savingChanges: false)  // Squash close error: the save's error counts.
+                throw error
+            }
+        }
+        document.startAutosave()
+        return document
     }
 
     /// The path itself, or where it leads when it is a symbolic link (a missing path is returned as it is).
@@ -289,7 +306,11 @@ extension Document {
         do {
             let descriptor = try FileDescriptor.open(copy.directory.appending(".lock"), .readWrite,
                                                      options: [.create, .noFollow, .closeOnExec], permissions: [.ownerReadWrite])
-            _ = FileSystem.lockExclusively(descriptor, wait: false)
+            guard FileSystem.lockExclusively(descriptor, wait: false) else {
+                try? descriptor.close()  // Squash close error: the lock was not taken.
+                throw DocumentError(.inUse, path: copy.directory,
+                                    reason: "the working copy is in use by another process (one removing it as stale); try again")
+            }
             return descriptor
         } catch let error as Errno {
             throw DocumentError(.cannotCreate, path: copy.directory, reason: "cannot create the working copy",

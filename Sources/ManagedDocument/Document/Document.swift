@@ -113,6 +113,28 @@ public final class Document: Sendable {
 
         /// The defaults: an existing writable document, no migrations, no legacy stores, no waiting for a lock.
         public init() {}
+
+        /// The longest ``autosaveInterval``: one week.
+        public static let maximumAutosaveInterval = 604_800.0
+        /// The longest ``lockTimeout``: one week.
+        public static let maximumLockTimeout = 604_800.0
+
+        /// Refuses values no open can follow, before anything is read, locked or written: every number is checked
+        /// here so that none can trap later (a conversion to nanoseconds, a count that overflows).
+        ///
+        /// - Throws: ``DocumentError/Code/invalidArgument``, naming the option and the range it takes.
+        func validate(for path: FilePath) throws {
+            if let interval = autosaveInterval, !(interval > 0 && interval <= Self.maximumAutosaveInterval) {
+                throw DocumentError(.invalidArgument, path: path,
+                                    reason: "autosaveInterval is \(interval); give seconds more than 0 and at most \(Int(Self.maximumAutosaveInterval)) (a week), or nil for no autosave")
+            }
+            guard lockTimeout >= 0, lockTimeout <= Self.maximumLockTimeout else {
+                throw DocumentError(.invalidArgument, path: path,
+                                    reason: "lockTimeout is \(lockTimeout); give seconds from 0 (do not wait) to \(Int(Self.maximumLockTimeout)) (a week)")
+            }
+            try saving.validate(for: path)
+            try conversion.validate(for: path)
+        }
     }
 
     /// The bundle's path, with symbolic links resolved: a save replaces the bundle a link points to, never the link.
@@ -299,45 +321,57 @@ public final class Document: Sendable {
     ///   the state becomes ``State/savingFailed``, the bundle is the previous save, and the working copy keeps the
     ///   changes for another try.
     public func save() async throws {
-        let (queue, metadata, state) = guarded.withLock { ($0.queue, $0.metadata, $0.state) }
-        guard let queue else { throw closedError() }
-        guard !isReadOnly, state != .editingDisabled else {
+        let queue = try openQueue()
+        guard !isReadOnly else {
             throw DocumentError(.readOnly, path: path, reason: "is open read-only; it cannot be saved")
         }
         guarded.withLock { $0.isSaving = true }
         defer { guarded.withLock { $0.isSaving = false } }
         do {
-            try await queue.barrierWriteWithoutTransaction { _ in
-                let content = BundleContent(
-                    store: self.workingCopy.store,
-                    externalData: FileSystem.isDirectory(self.workingCopy.externalData) ? self.workingCopy.externalData : nil,
-                    additionalContent: FileSystem.isDirectory(self.workingCopy.additionalContent)
-                        ? self.workingCopy.additionalContent : nil)
-                let verified = self.options.savesIncrementally ? self.guarded.withLock { $0.verifiedBundle } : nil
-                let staged = try BundleWriter.stage(content, metadata: metadata, to: self.path,
-                                                    options: self.options.saving, reusing: verified)
-                let identity = try staged.commit()
-                let saved = staged.metadata
-                self.options.logger.info("saved \(self.path): \(staged.report)")
-                self.guarded.withLock {
-                    $0.verifiedBundle = identity
-                    $0.lastSave = staged.report
-                    $0.lastSaveError = nil
-                }
-                try self.workingCopy.writeBase(WorkingCopy.Base(bundle: self.path.string, storeSHA256: saved.store.sha256))
-                let counter = try self.currentChangeCounter()
-                // > Set while the barrier holds every writer out, so no commit falls between the save and its mark.
-                self.guarded.withLock {
-                    $0.metadata = saved
-                    $0.savedChangeCounter = counter
-                    $0.savedGeneration += 1
-                    $0.state = .normal
-                }
+            try await queue.barrierWriteWithoutTransaction { _ in try self.saveHoldingWriters() }
+        } catch let error as DatabaseError where guarded.withLock({ $0.state == .closed }) {
+            throw DocumentError(.closed, path: path, reason: "the document was closed before the save could run",
+                                underlyingError: error)
+        }
+    }
+
+    /// Saves; runs in a barrier of the queue, so every write accepted before it is in what it saves and no commit
+    /// falls between the save and its mark.
+    private func saveHoldingWriters() throws {
+        let (metadata, state) = guarded.withLock { ($0.metadata, $0.state) }
+        guard state != .closed else { throw closedError() }
+        guard state != .editingDisabled else {
+            throw DocumentError(.readOnly, path: path, reason: "is open read-only; it cannot be saved")
+        }
+        do {
+            let content = BundleContent(
+                store: workingCopy.store,
+                externalData: FileSystem.isDirectory(workingCopy.externalData) ? workingCopy.externalData : nil,
+                additionalContent: FileSystem.isDirectory(workingCopy.additionalContent)
+                    ? workingCopy.additionalContent : nil)
+            let verified = options.savesIncrementally ? guarded.withLock { $0.verifiedBundle } : nil
+            let staged = try BundleWriter.stage(content, metadata: metadata, to: path, options: options.saving,
+                                                reusing: verified)
+            let identity = try staged.commit()
+            let saved = staged.metadata
+            options.logger.info("saved \(path): \(staged.report)")
+            guarded.withLock {
+                $0.verifiedBundle = identity
+                $0.lastSave = staged.report
+                $0.lastSaveError = nil
+            }
+            try workingCopy.writeBase(WorkingCopy.Base(bundle: path.string, storeSHA256: saved.store.sha256))
+            let counter = try currentChangeCounter()
+            guarded.withLock {
+                $0.metadata = saved
+                $0.savedChangeCounter = counter
+                $0.savedGeneration += 1
+                $0.state = .normal
             }
             publish(.normal)
         } catch {
             guarded.withLock {
-                if $0.state != .closed { $0.state = .savingFailed }
+                $0.state = .savingFailed
                 $0.lastSaveError = error as? DocumentError
                     ?? DocumentError(.ioFailure, path: path, reason: "the save failed: \(error)")
             }
@@ -381,8 +415,9 @@ public final class Document: Sendable {
             return
         }
         let isCurrent = try await queue.barrierWriteWithoutTransaction { db -> Bool in
+            guard self.guarded.withLock({ $0.state != .closed }) else { throw self.closedError() }
             // > A save (an autosave) may have replaced the bundle since it was read: revert to the one there now.
-            guard Self.identity(of: self.path) == FileIdentity(reader.descriptor) else { return false }
+            guard Self.identity(of: self.path) == reader.openedIdentity else { return false }
             try source.read { sourceDB in try sourceDB.backup(to: db) }
             try self.replaceFolders(from: extracted)
             let counter = try self.currentChangeCounter()
@@ -440,6 +475,7 @@ public final class Document: Sendable {
         }
         // > Swapped while the queue runs nothing else: no read sees pages of both stores, none starts with stale ones.
         try await queue.writeWithoutTransaction { db in
+            guard self.guarded.withLock({ $0.state != .closed }) else { throw self.closedError() }
             slot.replace(with: source)
             db.clearSchemaCache()
             _ = sqlite3_db_release_memory(db.sqliteConnection)
@@ -462,38 +498,48 @@ public final class Document: Sendable {
 
     /// Closes the document: saves first when asked and needed, removes the working copy, releases the lock.
     ///
+    /// Every write the document accepted before `close` is called, and every one still running or waiting for the
+    /// connection when it is, finishes first and is in the final save; writes that arrive after that are refused
+    /// (``writer`` throws ``DocumentError/Code/closed``; a write on a writer kept from before fails with SQLite's
+    /// read-only error), so a write that returned success is never lost. A save or revert still running finishes
+    /// first too; once closed, the document stays ``State/closed``.
+    ///
     /// Closing twice is harmless: a second call (or one on a document whose open has ended) does nothing, and a
     /// closed document never touches a working copy a later open of the same bundle owns.
     ///
     /// - Parameter savingChanges: save unsaved changes first (default `true`, as UIManagedDocument does).
     /// - Throws: the save's error, when the save fails; the document then stays open with its changes.
     public func close(savingChanges: Bool = true) async throws {
-        guard guarded.withLock({ guarded -> Bool in
-            guard !guarded.isClosing else { return false }
+        guard let queue = guarded.withLock({ guarded -> DatabaseQueue? in
+            guard !guarded.isClosing, let queue = guarded.queue else { return nil }
             guarded.isClosing = true
-            return true
+            return queue
         }) else { return }
         await stopAutosave()
-        if savingChanges && !isReadOnly && hasUnsavedChanges {
-            do { try await save() } catch {
-                guarded.withLock { $0.isClosing = false }
-                startAutosave()  // still open, with its changes: autosave goes on trying
-                throw error
+        do {
+            // > Behind every write queued before it: their commits are in the working copy when this runs.
+            try await queue.barrierWriteWithoutTransaction { db in
+                if savingChanges, !self.isReadOnly, self.hasUnsavedChanges { try self.saveHoldingWriters() }
+                // > Writes queued behind this barrier on a writer the app kept fail instead of being lost.
+                if !self.isReadOnly { try db.execute(sql: "PRAGMA query_only = ON") }
+                self.guarded.withLock {
+                    $0.queue = nil
+                    $0.state = .closed
+                }
             }
+        } catch {
+            guarded.withLock { $0.isClosing = false }
+            startAutosave()  // still open, with its changes: autosave goes on trying
+            throw error
         }
-        let (queue, copyLock) = guarded.withLock { guarded -> (DatabaseQueue?, FileDescriptor?) in
-            defer {
-                guarded.queue = nil
-                guarded.workingCopyLock = nil
-                guarded.state = .closed
-            }
-            return (guarded.queue, guarded.workingCopyLock)
-        }
-        try? queue?.close()  // Squash close error: nothing is pending, and the copy is removed next.
+        try? queue.close()  // Squash close error: nothing is pending, and the copy is removed next.
         if let inPlace { BundleVFS.forget(inPlace.uri) }
-        let header = guarded.withLock { guarded -> FileDescriptor? in
-            defer { guarded.storeHeader = nil }
-            return guarded.storeHeader
+        let (copyLock, header) = guarded.withLock { guarded -> (FileDescriptor?, FileDescriptor?) in
+            defer {
+                guarded.workingCopyLock = nil
+                guarded.storeHeader = nil
+            }
+            return (guarded.workingCopyLock, guarded.storeHeader)
         }
         try? header?.close()  // Squash close error of a read-only descriptor.
         if let copyLock, Self.ownsWorkingCopy(copyLock, workingCopy) {
@@ -501,13 +547,15 @@ public final class Document: Sendable {
         }
         try? copyLock?.close()  // Squash close error: releasing the lock is all that matters.
         documentLock?.release()
-        publish(.closed)
         // > finish() runs onTermination, which takes the lock: finish outside it.
         let finished = guarded.withLock { guarded -> [AsyncStream<State>.Continuation] in
             defer { guarded.continuations.removeAll() }
             return Array(guarded.continuations.values)
         }
-        for continuation in finished { continuation.finish() }
+        for continuation in finished {
+            continuation.yield(.closed)
+            continuation.finish()
+        }
     }
 
     /// Whether the working copy's `.lock` is still the file this open locked (its ownership token).
@@ -543,8 +591,10 @@ public final class Document: Sendable {
     /// The working copy's change counter, for the autosave loop (`nil` when it cannot be read).
     var changeCounterNow: UInt32? { try? currentChangeCounter() }
 
+    /// Tells the observers of ``stateChanges`` about a new state; nothing once the document is closed (``close``
+    /// says ``State/closed`` last).
     private func publish(_ state: State) {
-        let continuations = guarded.withLock { Array($0.continuations.values) }
+        let continuations = guarded.withLock { $0.state == .closed ? [] : Array($0.continuations.values) }
         for continuation in continuations { continuation.yield(state) }
     }
 

@@ -33,6 +33,19 @@ public struct ConversionOptions: Sendable {
 
     /// The defaults: legacy files backed up beside the source, a 5-second busy timeout.
     public init() {}
+
+    /// The longest ``busyTimeout``: one day.
+    public static let maximumBusyTimeout = 86_400.0
+
+    /// Refuses options no conversion can follow (``DocumentError/Code/invalidArgument``), before anything is read or
+    /// written.
+    func validate(for target: FilePath) throws {
+        guard busyTimeout >= 0, busyTimeout <= Self.maximumBusyTimeout else {
+            throw DocumentError(.invalidArgument, path: target,
+                                reason: "busyTimeout is \(busyTimeout); give seconds from 0 to \(Int(Self.maximumBusyTimeout)); nothing was converted")
+        }
+        try writing.validate(for: target)
+    }
 }
 
 /// What one conversion did.
@@ -150,6 +163,7 @@ public struct LegacyConverter: Sendable {
     public func convert(_ legacy: LegacyStore, to bundle: FilePath? = nil) throws -> ConversionReport {
         let started = Date()
         let target = bundle ?? legacy.defaultBundlePath
+        try options.validate(for: target)
         logger.debug("convert.start", metadata: ["source.path": "\(legacy.source)", "bundle.path": "\(target)"])
         // Whatever an earlier, interrupted run of this conversion left behind goes first.
         if options.removesStaleTemporaries { try AtomicFile.removeStaleTemporaries(for: target) }

@@ -13,9 +13,10 @@ import SystemPackage
 /// A temporary whose lock can be taken belongs to a writer that died: ``removeStaleTemporaries(for:)`` deletes it.
 /// A reader never sees a half-written file under the target's name.
 ///
-/// A new file is created with mode 0666 less the umask, as any file the user makes; a file that replaces another
-/// takes the replaced file's permission bits (and its owner and group where the process may set them), so a
-/// private document stays private after a save.
+/// A new file gets mode 0666 less the umask, as any file the user makes; a file that replaces another takes the
+/// replaced file's permission bits (and its owner and group where the process may set them), so a private document
+/// stays private after a save. The temporary has its final bits before it has a name and before its first byte:
+/// no other user can open it at any moment, even while a large document is being written.
 final class AtomicFile {
     static let temporarySuffix = ".partial"
 
@@ -27,7 +28,9 @@ final class AtomicFile {
 
     /// Creates the temporary file beside `target`. With `replacing: false`, an existing target is an error.
     /// With `removingStale: false` the caller has removed stale temporaries itself (the folder is not listed again).
-    init(target: FilePath, replacing: Bool, removingStale: Bool = true) throws {
+    /// With `restrictingTo`, the new file gets none of the permission bits that file lacks (a converted store's
+    /// privacy carries over to its bundle).
+    init(target: FilePath, replacing: Bool, removingStale: Bool = true, restrictingTo source: FilePath? = nil) throws {
         self.target = target
         self.replacing = replacing
         let directory = target.removingLastComponent()
@@ -42,13 +45,57 @@ final class AtomicFile {
         if removingStale { try AtomicFile.removeStaleTemporaries(for: target) }
         let random = UUID().uuidString.prefix(8).lowercased()
         let temporaryPath = directory.appending(".\(name).\(random)\(AtomicFile.temporarySuffix)")
+        let ownership = FinalOwnership(target: replacing ? target : nil, restrictingTo: source)
         do {
-            descriptor = try AtomicFile.createLocked(temporaryPath)
+            descriptor = try AtomicFile.createLocked(temporaryPath, ownership: ownership)
         } catch let error as Errno {
             throw DocumentError(.cannotCreate, path: target,
                                 reason: "cannot create a temporary file in its folder", underlyingError: error)
         }
         self.temporaryPath = temporaryPath
+    }
+
+    /// The permission bits, owner and group the new file is to have, decided before it is created.
+    struct FinalOwnership {
+        var mode: mode_t
+        /// The owner and group of the file it replaces, when they are not this process's.
+        var owner: (uid: uid_t, gid: gid_t)?
+
+        /// A new file's (0666 less the umask) or, when `target` is a regular file it replaces, that file's; less
+        /// the bits `source` lacks.
+        init(target: FilePath?, restrictingTo source: FilePath?) {
+            mode = 0o666 & ~Self.umask()
+            var replaced = stat()
+            if let target, target.withPlatformString({ lstat($0, &replaced) }) == 0, replaced.st_mode & S_IFMT == S_IFREG {
+                mode = replaced.st_mode & 0o777
+                if replaced.st_uid != geteuid() || replaced.st_gid != getegid() {
+                    owner = (replaced.st_uid, replaced.st_gid)
+                }
+            }
+            var original = stat()
+            if let source, source.withPlatformString({ stat($0, &original) }) == 0 {
+                mode &= original.st_mode & 0o777
+            }
+        }
+
+        /// Applies the bits (and, as far as this process may, the owner and group) to a file that has no name yet,
+        /// or only one that no other user can open.
+        func apply(to descriptor: FileDescriptor) throws {
+            if let owner, fchown(descriptor.rawValue, owner.uid, owner.gid) != 0 {
+                _ = fchown(descriptor.rawValue, uid_t.max, owner.gid)  // not allowed: the group alone, if it may
+            }
+            guard fchmod(descriptor.rawValue, mode) == 0 else { throw Errno(rawValue: errno) }
+        }
+
+        /// The process's umask, read from `/proc/self/status` (setting it to read it would race with other threads
+        /// creating files); 022 when it cannot be read.
+        static func umask() -> mode_t {
+            guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+                  let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Umask:") }),
+                  let value = mode_t(line.dropFirst("Umask:".count).trimmingCharacters(in: .whitespaces), radix: 8)
+            else { return 0o022 }
+            return value & 0o777
+        }
     }
 
     /// Refuses a destination whose folder is missing, is a file, or is a symbolic link (which is not followed),
@@ -68,12 +115,12 @@ final class AtomicFile {
     /// Creates a new file at `path` (never an existing one) that is already under this descriptor's exclusive
     /// `flock(2)` when its name appears, so that no cleaner ever sees it unlocked while it is alive.
     ///
-    /// On Linux the file is made without a name (`O_TMPFILE`), locked, then linked under `path`; on a file system
-    /// that cannot do that, it is created and locked at once (a cleaner could then take it for a dead one's in
-    /// between, and the write would fail: never lose data).
-    static func createLocked(_ path: FilePath) throws -> FileDescriptor {
+    /// On Linux the file is made without a name (`O_TMPFILE`), locked, given `ownership`, then linked under `path`;
+    /// on a file system that cannot do that, it is created (no wider than 0600) and locked at once, then given
+    /// `ownership` (a cleaner could take it for a dead one's in between, and the write would fail: never lose data).
+    static func createLocked(_ path: FilePath, ownership: FinalOwnership? = nil) throws -> FileDescriptor {
         let folder = path.removingLastComponent()
-        let mode: mode_t = 0o666  // less the umask, as for any new file
+        let mode: mode_t = ownership == nil ? 0o666 : 0o600  // less the umask; `ownership` sets the final bits
         #if os(Linux)
         let temporaryFile: Int32 = 0o20_000_000 | O_DIRECTORY  // O_TMPFILE: __O_TMPFILE | O_DIRECTORY (per architecture)
         let unnamed = (folder.isEmpty ? "." : folder).withPlatformString {
@@ -82,6 +129,10 @@ final class AtomicFile {
         if unnamed >= 0 {
             let descriptor = FileDescriptor(rawValue: unnamed)
             _ = FileSystem.lockExclusively(descriptor, wait: false)  // a new file: nobody else can hold it
+            do { try ownership?.apply(to: descriptor) } catch {
+                try? descriptor.close()  // Squash close error of a file that has no name.
+                throw error
+            }
             let linked = path.withPlatformString { linkat(AT_FDCWD, "/proc/self/fd/\(unnamed)", AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }
             if linked == 0 { return descriptor }
             let failure = errno
@@ -94,6 +145,11 @@ final class AtomicFile {
             path, .readWrite, options: [.create, .exclusiveCreate, .noFollow, .closeOnExec],
             permissions: FilePermissions(rawValue: mode))
         _ = FileSystem.lockExclusively(descriptor, wait: false)
+        do { try ownership?.apply(to: descriptor) } catch {
+            try? FileSystem.removeFile(path)  // Cleanup after a first error: nothing was written.
+            try? descriptor.close()  // Squash close error of an empty file.
+            throw error
+        }
         return descriptor
     }
 
@@ -145,22 +201,6 @@ final class AtomicFile {
         guard fchmod(descriptor.rawValue, replaced.st_mode & 0o777) == 0 else {
             throw DocumentError(.ioFailure, path: temporaryPath,
                                 reason: "cannot give the new file the permissions of the one it replaces",
-                                underlyingError: Errno(rawValue: errno))
-        }
-    }
-
-    /// Takes away the permission bits `source` does not have (a bundle converted from a private store stays
-    /// private). Nothing happens when `source` cannot be read.
-    func restrictPermissions(toThoseOf source: FilePath) throws {
-        var original = stat()
-        var current = stat()
-        guard source.withPlatformString({ stat($0, &original) }) == 0, fstat(descriptor.rawValue, &current) == 0 else {
-            return
-        }
-        let mode = current.st_mode & original.st_mode & 0o777
-        guard mode != current.st_mode & 0o777 else { return }
-        guard fchmod(descriptor.rawValue, mode) == 0 else {
-            throw DocumentError(.ioFailure, path: temporaryPath, reason: "cannot set the new file's permissions",
                                 underlyingError: Errno(rawValue: errno))
         }
     }

@@ -298,12 +298,22 @@ struct FileIdentity: Equatable, Sendable {
     init?(_ descriptor: FileDescriptor) {
         var info = stat()
         guard fstat(descriptor.rawValue, &info) == 0 else { return nil }
+        self.init(info)
+    }
+
+    /// The identity a file status describes.
+    init(_ info: stat) {
         device = UInt64(info.st_dev)
         inode = UInt64(info.st_ino)
         size = Int64(info.st_size)
         modified = info.st_mtim
         changed = info.st_ctim
     }
+
+    /// Whether the times are fine enough to tell two writes apart: a file system that keeps whole seconds (FAT,
+    /// some network file systems) shows both times with no nanoseconds, and a rewrite within the same second
+    /// would keep the identity. Such an identity proves nothing (one chance in 10^18 of being wrong the safe way).
+    var hasFineTimes: Bool { modified.tv_nsec != 0 || changed.tv_nsec != 0 }
 
     static func == (a: FileIdentity, b: FileIdentity) -> Bool {
         a.device == b.device && a.inode == b.inode && a.size == b.size

@@ -205,4 +205,44 @@ struct SegmentReuseTests {
             #expect(try Self.storeBytes(of: older, in: directory) == parts.store)
         }
     }
+
+    @Test("the unchanged-bundle proof starts before the first read: a change between open and extraction is never trusted")
+    func identityFromBeforeTheFirstRead() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = directory.appending("store.sqlite")
+            try Self.makeTextStore(at: store, bytes: 1_200_000, pageSize: 4096)
+            let bundle = directory.appending("Doc.mdz")
+            _ = try Self.save(store, to: bundle, reusing: nil)
+
+            // Untouched: the extraction proves the file it read, and names it.
+            let reader = try BundleReader(at: bundle)
+            let (_, verified) = try reader.extractVerifying(into: directory.appending("a"), forReuse: true)
+            #expect(verified == reader.openedIdentity)
+
+            // Written to (the same bytes, in place) after the reader opened it and before it is extracted: the file
+            // may hold other bytes than the ones checked, so the extraction vouches for nothing.
+            let changed = try BundleReader(at: bundle)
+            let bytes = try Fixtures.bytes(of: bundle)
+            let handle = try #require(FileHandle(forWritingAtPath: bundle.string))
+            try handle.write(contentsOf: Data(bytes))
+            try handle.close()
+            let (_, unproven) = try changed.extractVerifying(into: directory.appending("b"), forReuse: true)
+            #expect(unproven == nil)
+        }
+    }
+
+    @Test("an identity without nanoseconds (a file system of whole seconds) proves nothing: the save is full")
+    func coarseTimesProveNothing() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = directory.appending("store.sqlite")
+            try Self.makeTextStore(at: store, bytes: 1_200_000, pageSize: 4096)
+            let bundle = directory.appending("Doc.mdz")
+            var (identity, _) = try Self.save(store, to: bundle, reusing: nil)
+            #expect(identity.hasFineTimes)
+            identity.modified.tv_nsec = 0
+            identity.changed.tv_nsec = 0
+            let (_, report) = try Self.save(store, to: bundle, reusing: identity)
+            #expect(report.mode == .full && report.reason?.contains("whole-second") == true, "\(report)")
+        }
+    }
 }

@@ -11,9 +11,10 @@ struct Query: ParsableCommand {
             The store is read in place when the bundle allows it (it records segment digests, and its store is \
             stored, or deflated with a restart index): only the segments the query touches are read and \
             inflated, each checked against its SHA-256 before SQLite sees a byte of it, with a bounded cache \
-            (--cache-size). Otherwise (a bundle of an older or another writer, a repacked one) the store is \
-            extracted into a private temporary folder, checked as a whole and read there; a notice on standard \
-            error says so. The bundle is never changed, and writes are refused (the connection is read-only).
+            (--cache-size). Otherwise (a bundle of an older or another writer, a repacked one, or one whose \
+            segments are larger than reading in place holds: 16 MiB a digest segment, 4 MiB a restart \
+            segment) the store is extracted into a private temporary folder, checked as a whole and read \
+            there; a notice on standard error says so. The bundle is never changed, and writes are refused (the connection is read-only).
 
             Rows go to standard output, one per line, values separated by tabs, after a line of column names \
             (NULL for null, <blob N bytes> for blobs); --json prints one object with `access`, `columns` and \

@@ -175,7 +175,8 @@ private func zlib_deflate(_ stream: UnsafeMutablePointer<z_stream>, _ flush: Int
 final class SegmentInflater {
     /// Why a segment is not what a segment must be.
     enum Failure: Error, Equatable {
-        /// Not valid deflate, or it reaches back before the segment's start.
+        /// Not valid deflate, or it reaches back before the segment's start (or the segment or its output is over
+        /// 4 GiB, beyond zlib's 32-bit counts: never inflated).
         case invalid
         /// It inflates to more than the output holds.
         case overflow
@@ -204,11 +205,13 @@ final class SegmentInflater {
     /// Inflates `input` into `output`; returns the bytes produced.
     func inflate(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer,
                  isLast: Bool) -> Result<Int, Failure> {
-        guard inflateReset(stream) == Z_OK else { return .failure(.invalid) }
+        // > zlib counts in 32 bits; sizes come from a bundle's metadata: refused, never converted into a trap.
+        guard let inputCount = UInt32(exactly: input.count), let outputCount = UInt32(exactly: output.count),
+              inflateReset(stream) == Z_OK else { return .failure(.invalid) }
         stream.pointee.next_in = UnsafeMutablePointer(mutating: input.baseAddress?.assumingMemoryBound(to: Bytef.self))
-        stream.pointee.avail_in = UInt32(input.count)
+        stream.pointee.avail_in = inputCount
         stream.pointee.next_out = output.baseAddress?.assumingMemoryBound(to: Bytef.self)
-        stream.pointee.avail_out = UInt32(output.count)
+        stream.pointee.avail_out = outputCount
         var status = Z_OK
         // > Z_BLOCK stops at every block boundary, so that data_type tells where the input ran out.
         while stream.pointee.avail_in > 0 {
@@ -258,8 +261,10 @@ final class StreamInflater {
     /// Starts a new stream.
     func reset() { isal_inflate_reset(state) }
 
-    /// Hands the next compressed bytes to the inflater.
+    /// Hands the next compressed bytes to the inflater: at most 4 GiB − 1 at a time (ISA-L counts in 32 bits; a
+    /// caller that feeds more has a bug, and traps).
     func feed(_ input: UnsafeRawBufferPointer) {
+        precondition(input.count <= Int(UInt32.max), "ISA-L takes at most 4 GiB - 1 of input at a time")
         state.pointee.next_in = UnsafeMutablePointer(mutating: input.baseAddress?.assumingMemoryBound(to: UInt8.self))
         state.pointee.avail_in = UInt32(input.count)
     }
@@ -270,10 +275,12 @@ final class StreamInflater {
     /// Inflates into `output`: the bytes produced, and whether the stream has ended with all of its output produced;
     /// `nil` when the data is not valid deflate.
     func inflate(into output: UnsafeMutableRawBufferPointer) -> (produced: Int, finished: Bool)? {
+        // > ISA-L counts in 32 bits: a larger buffer is offered 4 GiB − 1 at a time (the callers loop).
+        let offered = UInt32(clamping: output.count)
         state.pointee.next_out = output.baseAddress?.assumingMemoryBound(to: UInt8.self)
-        state.pointee.avail_out = UInt32(output.count)
+        state.pointee.avail_out = offered
         guard isal_inflate(state) >= 0 else { return nil }
-        return (output.count - Int(state.pointee.avail_out), state.pointee.block_state == ISAL_BLOCK_FINISH)
+        return (Int(offered - state.pointee.avail_out), state.pointee.block_state == ISAL_BLOCK_FINISH)
     }
 
     /// After the stream has ended: whether any whole byte of the fed input lies beyond it — not taken, read ahead

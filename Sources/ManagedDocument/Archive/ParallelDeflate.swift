@@ -125,10 +125,13 @@ final class ParallelDeflater {
     }
 
     /// The most bytes ``compress(size:read:write:)`` can produce for `size` input bytes, whatever the engine (counted
-    /// in the smallest slices, whose overheads add up to the most).
+    /// in the smallest slices, whose overheads add up to the most). Saturates at `Int64.max` (readers ask it of sizes
+    /// a bundle declares).
     static func compressedBound(forSize size: Int64) -> Int64 {
-        let slices = max(1, (size + Int64(minimumSliceSize) - 1) / Int64(minimumSliceSize))
-        return slices * Int64(outputCapacity(forSlice: minimumSliceSize))
+        let slice = Int64(minimumSliceSize)
+        let slices = max(1, size / slice + (size % slice > 0 ? 1 : 0))
+        let (bound, overflow) = slices.multipliedReportingOverflow(by: Int64(outputCapacity(forSlice: minimumSliceSize)))
+        return overflow ? .max : bound
     }
 
     /// The number of cores this process may use (its CPU affinity and cgroup quota included).

@@ -47,21 +47,30 @@ final class ParallelInflater {
     }
 
     /// Whether the index describes an entry of `size` bytes deflated into `compressedSize` bytes; a reason when not.
+    ///
+    /// Every number in the index comes from the metadata: each is range-checked before it is used, and the arithmetic
+    /// on them is checked (an interval of 2⁶³ − 1 or an offset past the entry is a reason, never an overflow).
     static func check(_ restarts: DeflateRestarts, size: UInt64, compressedSize: UInt64) -> String? {
         let interval = restarts.interval
         guard interval >= minInterval else { return "its interval of \(interval) bytes is below 64 KiB" }
-        let expectedCount = (size + UInt64(interval) - 1) / UInt64(interval)
-        guard size > 0, UInt64(restarts.offsets.count) == expectedCount else {
+        guard let size = Int64(exactly: size), let compressedSize = Int64(exactly: compressedSize),
+              let expectedCount = DocumentMetadata.SegmentDigests.count(forSize: size, interval: interval) else {
+            return "the entry's sizes are beyond 2^63 - 1 bytes"
+        }
+        guard size > 0, Int64(restarts.offsets.count) == expectedCount else {
             return "it has \(restarts.offsets.count) segments where \(expectedCount) of \(interval) bytes make the store"
         }
         guard restarts.offsets.first == 0 else { return "its first segment does not start at 0" }
         for index in restarts.offsets.indices {
             let start = restarts.offsets[index]
-            let end = index + 1 < restarts.offsets.count ? restarts.offsets[index + 1] : Int64(compressedSize)
-            guard start >= 0, end > start, UInt64(end) <= compressedSize else {
+            let end = index + 1 < restarts.offsets.count ? restarts.offsets[index + 1] : compressedSize
+            guard start >= 0, end > start, end <= compressedSize else {
                 return "segment \(index) does not lie inside the entry's data"
             }
-            let length = min(interval, Int64(size) - Int64(index) * interval)
+            // > index < ⌈size ÷ interval⌉, so index × interval < size: checked all the same.
+            let (segmentStart, overflow) = Int64(index).multipliedReportingOverflow(by: interval)
+            guard !overflow, segmentStart < size else { return "segment \(index) starts past the entry's end" }
+            let length = min(interval, size - segmentStart)
             guard end - start <= compressedBound(forLength: length) else {
                 return "segment \(index) takes \(end - start) bytes for \(length), more than deflate ever needs"
             }

@@ -38,9 +38,13 @@ struct OpenedBundle {
         return OpenedBundle(path: path, descriptor: descriptor, size: UInt64(info.st_size), identity: FileIdentity(info))
     }
 
-    /// `count` bytes at `offset`, fewer at the end of the file.
+    /// `count` bytes at `offset`, fewer at the end of the file: none at an offset past it, however large (offsets
+    /// come from the archive's records, up to 2⁶⁴ − 1 in a zip64 field), and never more than the file holds there
+    /// (counts come from them too).
     func read(_ offset: UInt64, _ count: Int) throws -> [UInt8] {
-        try FileSystem.read(descriptor, at: Int64(offset), count: count, path: path)
+        guard offset < size, let start = Int64(exactly: offset) else { return [] }
+        return try FileSystem.read(descriptor, at: start, count: Int(min(UInt64(max(0, count)), size - offset)),
+                                   path: path)
     }
 }
 
@@ -67,7 +71,7 @@ extension BundleReader {
             }
             throw structureError(failure, path: path)
         }
-        guard end.entryCount <= UInt64(limits.maxEntryCount) else {
+        guard end.entryCount <= UInt64(clamping: limits.maxEntryCount) else {
             throw DocumentError(.limitExceeded, path: path,
                                 reason: "declares \(end.entryCount) entries; the limit is \(limits.maxEntryCount)")
         }
@@ -81,8 +85,13 @@ extension BundleReader {
     /// 15.2: the central directory's records, exactly as many as the end record counts and nothing after them.
     static func centralDirectory(of file: OpenedBundle, end: ZipEndRecord) throws -> [ZipCentralRecord] {
         let path = file.path
-        let directoryBytes = try file.read(end.directoryOffset, Int(end.directorySize))
-        guard directoryBytes.count == Int(end.directorySize) else {
+        // > The directory lies inside the file (``ZipEndRecord/locate(fileSize:read:)`` checked offset + size, without
+        // > overflow, against the end records) and within maxDirectorySize: its size fits an Int.
+        guard let directorySize = Int(exactly: end.directorySize) else {
+            throw DocumentError.corrupt("the central directory's size is out of range", path: path)
+        }
+        let directoryBytes = try file.read(end.directoryOffset, directorySize)
+        guard directoryBytes.count == directorySize else {
             throw DocumentError(.truncatedArchive, path: path, reason: "the central directory is cut short")
         }
         do {

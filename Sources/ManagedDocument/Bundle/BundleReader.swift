@@ -183,7 +183,8 @@ public final class BundleReader: Sendable {
         let reader = try EntryReader(descriptor: descriptor, path: path, deflated: entry.isCompressed)
         reader.start(entry.location)
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(Int(entry.size))
+        // > A declared size, not a count of bytes: reserved up to 1 MiB, grown only as bytes come (bounded by it).
+        bytes.reserveCapacity(Int(min(entry.size, 1 << 20)))
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
         defer { buffer.deallocate() }
         while true {
@@ -223,12 +224,16 @@ public final class BundleReader: Sendable {
         }
         guard isSHA256(metadata.store.sha256) else { throw mismatch("'store.sha256' is not a SHA-256") }
         if let segments = metadata.store.segments {
-            let expected = segments.interval > 0 ? (metadata.store.size + segments.interval - 1) / segments.interval : -1
-            guard segments.interval >= 65_536 else {
+            // > Numbers from the bundle: checked before any arithmetic, and the arithmetic checked too (an interval
+            // > of 2⁶³ − 1 must be refused, not overflow into a trap).
+            guard segments.interval >= 65_536,
+                  let expected = DocumentMetadata.SegmentDigests.count(forSize: metadata.store.size,
+                                                                       interval: segments.interval) else {
                 throw mismatch("'store.segments.interval' is \(segments.interval); it is at least 65536")
             }
             let characters = Int64(segments.sha256.utf8.count)
-            guard characters == 64 * expected else {
+            let (wanted, overflow) = expected.multipliedReportingOverflow(by: 64)
+            guard !overflow, characters == wanted else {
                 throw mismatch("'store.segments.sha256' holds \(characters) characters where \(expected) segments of \(segments.interval) bytes make the store (64 each)")
             }
             if let bad = segments.sha256.utf8.firstIndex(where: { !((0x30...0x39).contains($0) || (0x61...0x66).contains($0)) }) {

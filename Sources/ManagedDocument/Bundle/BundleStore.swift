@@ -9,9 +9,10 @@ import SystemPackage
 /// with a restart index that describes its stream, SQLite reads the pages straight from the bundle through a
 /// read-only VFS: only the segments a query touches are read (and inflated), each checked against its SHA-256 before
 /// any of its bytes reach SQLite, and a bounded cache of segments (``defaultCacheSize``) keeps memory flat at any
-/// size. Otherwise (an older or another writer's bundle, a repacked deflated store) the store is extracted into a
-/// private folder, checked as a whole, and opened there; ``access`` and ``reason`` say which path was taken, and the
-/// logger is told.
+/// size. Otherwise (an older or another writer's bundle, a repacked deflated store, or segments larger than
+/// ``ReadingLimits/maxDigestSegmentSize`` or ``ReadingLimits/maxRestartSegmentSize`` allow in memory) the store is
+/// extracted into a private folder, checked as a whole, and opened there; ``access`` and ``reason`` say which path
+/// was taken (the reason names the limit a bundle exceeds), and the logger is told.
 ///
 /// The store is read from the file the reader opened: a bundle replaced on disk meanwhile (a save) is not seen.
 ///
@@ -48,7 +49,8 @@ public final class BundleStore: Sendable {
     ///
     /// - Parameters:
     ///   - bundle: the bundle's path.
-    ///   - cacheSize: bytes of inflated segments kept (at least two segments' worth).
+    ///   - cacheSize: bytes of inflated segments kept (at least two segments' worth; a segment is at most
+    ///     `limits.maxDigestSegmentSize`).
     ///   - limits: the reader's limits.
     ///   - workingDirectory: where a store that must be extracted goes (default: the system's temporary folder).
     ///   - logger: told which path was taken.

@@ -50,11 +50,22 @@ final class SegmentedStore: Sendable {
     }
 
     /// Why a bundle's store cannot be served this way (it is then extracted), or `nil` when it can.
+    ///
+    /// Reading in place holds whole segments in memory, so a bundle whose segments exceed the reader's
+    /// ``ReadingLimits/maxRestartSegmentSize`` or ``ReadingLimits/maxDigestSegmentSize`` (or 4 GiB, beyond the
+    /// codecs' 32-bit counts) is not served: the reason names the limit, and the caller extracts the store, which
+    /// streams in bounded buffers whatever the bundle declares.
     static func unavailableReason(_ reader: BundleReader) -> String? {
         guard let segments = reader.metadata.store.segments else {
             return "the bundle records no segment digests (an older or another writer)"
         }
         guard let store = reader.entry(named: BundleLayout.store) else { return "the bundle has no store" }
+        // > The reader checked the interval (at least 64 KiB) and the store's size (0 … 2⁶³ − 1) when it opened.
+        let size = reader.metadata.store.size
+        if let excess = excess(min(segments.interval, size), limit: reader.limits.maxDigestSegmentSize,
+                               named: "maxDigestSegmentSize") {
+            return "its digest segments (\(bytes(segments.interval)) each, 'store.segments.interval') \(excess)"
+        }
         guard store.isCompressed else { return nil }
         guard case .used(_, true) = reader.restartIndex, let restarts = reader.metadata.store.deflateRestarts else {
             return "the deflated store has no restart index that describes its stream (\(reader.restartIndex))"
@@ -62,10 +73,31 @@ final class SegmentedStore: Sendable {
         guard restarts.interval > 0, segments.interval % restarts.interval == 0 else {
             return "its segment digests (every \(segments.interval) bytes) are not cut at its restart points (every \(restarts.interval) bytes)"
         }
+        if let excess = excess(min(restarts.interval, size), limit: reader.limits.maxRestartSegmentSize,
+                               named: "maxRestartSegmentSize") {
+            return "its restart segments (\(bytes(restarts.interval)) each, 'store.deflateRestarts.interval') \(excess)"
+        }
         return nil
     }
 
-    /// - Parameter cacheSize: bytes of segments kept, at least two segments' worth.
+    /// What is wrong with segments of `length` bytes (the declared interval, or the whole store when it is smaller)
+    /// against a limit of ``ReadingLimits``, which can never admit more than 4 GiB − 1; `nil` when they fit.
+    private static func excess(_ length: Int64, limit: UInt64, named name: String) -> String? {
+        let bound = min(limit, UInt64(UInt32.max))
+        guard UInt64(max(0, length)) > bound else { return nil }
+        if bound < limit {
+            return "are over 4 GiB, beyond what is ever read in place"
+        }
+        return "exceed the reader's limit on what reading in place holds in memory (ReadingLimits.\(name) = \(limit) bytes)"
+    }
+
+    private static func bytes(_ count: Int64) -> String {
+        count >= 1 << 20 && count % (1 << 20) == 0 ? "\(count >> 20) MiB" : "\(count) bytes"
+    }
+
+    /// - Parameter cacheSize: bytes of segments kept, at least two segments' worth. The cache never holds more
+    ///   than `max(cacheSize, 2 × segment)` bytes, and a segment is at most ``ReadingLimits/maxDigestSegmentSize``
+    ///   (``unavailableReason(_:)``): besides it, at most ``readAhead`` + 1 segments are being read at once.
     init?(reader: BundleReader, cacheSize: Int) {
         guard Self.unavailableReason(reader) == nil, let segments = reader.metadata.store.segments,
               let store = reader.entry(named: BundleLayout.store) else { return nil }
@@ -74,12 +106,15 @@ final class SegmentedStore: Sendable {
         interval = segments.interval
         digests = segments.digests
         dataOffset = store.dataOffset
-        compressedSize = Int64(store.compressedSize)
+        compressedSize = Int64(store.compressedSize)  // below the file's size (the reader located it)
         offsets = store.isCompressed ? reader.metadata.store.deflateRestarts?.offsets : nil
         // > unavailableReason made sure a deflated store's restart interval divides the segments'.
         restartsPerSegment = Int(segments.interval / (offsets == nil ? segments.interval
             : reader.metadata.store.deflateRestarts!.interval))
-        capacity = max(2, cacheSize / Int(max(1, segments.interval)))
+        // > The segment as it is held (a store smaller than its interval is one segment of its own size): checked
+        // > against the limits, so the cache's bound holds whatever the bundle declares.
+        let segmentBytes = Int(max(1, min(segments.interval, size)))
+        capacity = max(2, max(0, cacheSize) / segmentBytes)
         // > Up to three, and fewer than the cache holds: what is in flight never exceeds the cache's own size, so
         // > a store of 4 GiB and more (segments of 1 MiB and more) is still read ahead by more than one segment.
         readAhead = max(1, min(3, capacity - 1))
@@ -220,7 +255,11 @@ final class SegmentedStore: Sendable {
     }
 
     /// Reads segment `index` (the bytes its digest covers) from the bundle and checks it against its digest.
+    ///
+    /// Holds the segment (at most ``ReadingLimits/maxDigestSegmentSize``) and the compressed bytes of one restart
+    /// segment at a time (at most deflate's bound for ``ReadingLimits/maxRestartSegmentSize``).
     private func load(_ index: Int) throws -> [UInt8] {
+        // > index < ⌈size ÷ interval⌉ (the digests' count, checked at open), so start < size: no overflow.
         let start = Int64(index) * interval
         let length = Int(min(interval, size - start))
         let path = reader.path
@@ -234,18 +273,19 @@ final class SegmentedStore: Sendable {
             let restartLength = Int(interval) / restartsPerSegment
             let first = index * restartsPerSegment
             let last = min(first + restartsPerSegment, offsets.count)
-            // > One read for the compressed bytes of all the segment's restart segments.
-            let base = offsets[first]
-            let end = last < offsets.count ? offsets[last] : compressedSize
-            let compressed = try FileSystem.read(reader.descriptor, at: Int64(dataOffset) + base, count: Int(end - base),
-                                                 path: path)
-            guard compressed.count == Int(end - base) else { throw damaged("is cut short", code: .truncatedArchive) }
             // > One inflater of each kind a load: loads run on the reading and the read-ahead threads.
             let fast = StreamInflater()
             var strict: SegmentInflater?
             for restart in first..<last {
-                let from = Int(offsets[restart] - base)
-                let to = Int((restart + 1 < offsets.count ? offsets[restart + 1] : compressedSize) - base)
+                // > Offsets increase strictly inside the entry's data (checked at open): one read a restart segment,
+                // > so that only one restart segment's compressed bytes are held at a time.
+                let from = offsets[restart]
+                let to = restart + 1 < offsets.count ? offsets[restart + 1] : compressedSize
+                let compressed = try FileSystem.read(reader.descriptor, at: Int64(dataOffset) + from,
+                                                     count: Int(to - from), path: path)
+                guard compressed.count == Int(to - from) else {
+                    throw damaged("is cut short", code: .truncatedArchive)
+                }
                 let outputStart = (restart - first) * restartLength
                 let outputRange = outputStart..<(outputStart + min(restartLength, length - outputStart))
                 // > ISA-L first: several times as fast as zlib. Its output is only a candidate: the digest decides.
@@ -253,7 +293,7 @@ final class SegmentedStore: Sendable {
                 let filled = compressed.withUnsafeBytes { input in
                     bytes.withUnsafeMutableBytes { output in
                         guard let fast else { return false }
-                        return Self.inflateFast(fast, UnsafeRawBufferPointer(rebasing: input[from..<to]),
+                        return Self.inflateFast(fast, input,
                                                 into: UnsafeMutableRawBufferPointer(rebasing: output[outputRange]))
                     }
                 }
@@ -264,8 +304,7 @@ final class SegmentedStore: Sendable {
                 }
                 let result = compressed.withUnsafeBytes { input in
                     bytes.withUnsafeMutableBytes { output in
-                        inflater.inflate(UnsafeRawBufferPointer(rebasing: input[from..<to]),
-                                         into: UnsafeMutableRawBufferPointer(rebasing: output[outputRange]),
+                        inflater.inflate(input, into: UnsafeMutableRawBufferPointer(rebasing: output[outputRange]),
                                          isLast: restart + 1 == offsets.count)
                     }
                 }

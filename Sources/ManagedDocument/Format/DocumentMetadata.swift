@@ -111,10 +111,23 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
             }
         }
 
-        /// The byte range segment `index` covers in a store of `size` bytes.
+        /// The byte range segment `index` covers in a store of `size` bytes (empty, at `size`, for a segment past
+        /// the store's end).
         public func range(ofSegment index: Int, size: Int64) -> Range<Int64> {
-            let start = Int64(index) * interval
-            return start..<min(size, start + interval)
+            // > Numbers from a bundle: a product or sum past 2⁶³ − 1 lies past any store's end.
+            let end = max(0, size)
+            let (start, overflow) = Int64(index).multipliedReportingOverflow(by: max(1, interval))
+            guard !overflow, index >= 0, start < end else { return end..<end }
+            let (stop, past) = start.addingReportingOverflow(max(1, interval))
+            return start..<(past ? end : min(end, stop))
+        }
+
+        /// How many segments of `interval` bytes make `size` bytes, ⌈size ÷ interval⌉, without the overflow of
+        /// `(size + interval - 1) / interval` (both come from a bundle); `nil` for a negative size or an interval
+        /// below 1.
+        static func count(forSize size: Int64, interval: Int64) -> Int64? {
+            guard size >= 0, interval > 0 else { return nil }
+            return size / interval + (size % interval == 0 ? 0 : 1)
         }
     }
 
@@ -277,12 +290,31 @@ extension DocumentMetadata {
             }
             return date
         }
+        let metadata: DocumentMetadata
         do {
-            return try decoder.decode(DocumentMetadata.self, from: data)
+            metadata = try decoder.decode(DocumentMetadata.self, from: data)
         } catch {
             throw DocumentError(.invalidMetadata, path: bundle, entry: BundleLayout.metadata,
                                 reason: "does not have the documented shape: \(describe(error))")
         }
+        if let problem = metadata.informativeNumberOutOfRange {
+            throw DocumentError(.invalidMetadata, path: bundle, entry: BundleLayout.metadata,
+                                reason: "does not have the documented shape: \(problem)")
+        }
+        return metadata
+    }
+
+    /// The first number that no reader checks against the bundle, yet is out of its documented range (FORMAT.md
+    /// 11.1: sizes in 0 … 2⁶³ − 1), so that code that shows it (`docconvert inspect`) may count on it. The numbers
+    /// the reader checks against the bundle (`store.size`, `store.segments`, `entries`) are checked there
+    /// (``BundleReader``, `metadataMismatch`); the restart index is a hint, checked when it is used.
+    var informativeNumberOutOfRange: String? {
+        guard let provenance else { return nil }
+        if provenance.size < 0 { return "'provenance.size' is \(provenance.size); a size is at least 0" }
+        if let file = provenance.files.first(where: { $0.size < 0 }) {
+            return "'provenance.files' gives '\(file.name)' a size of \(file.size); a size is at least 0"
+        }
+        return nil
     }
 
     private static func describe(_ error: any Error) -> String {

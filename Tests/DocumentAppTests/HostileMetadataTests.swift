@@ -1,0 +1,241 @@
+import Foundation
+import GRDB
+import ManagedDocument
+import SystemPackage
+import Testing
+
+/// Bundles whose `DocumentMetadata.json` says absurd numbers, every other byte as the library wrote it: the numbers
+/// are refused with a specific error (never an arithmetic trap), and the self-consistent absurd ones are read within a
+/// bounded memory.
+@Suite("Absurd numbers in a bundle's metadata: refused with a DocumentError, never a trap; memory stays bounded")
+struct HostileMetadataTests {
+    /// A bundle of about 2 MiB of text rows, deflated with a restart index (128 KiB) and segment digests (128 KiB),
+    /// written by the library itself.
+    static func makeBundle(_ bundle: FilePath, folder: FilePath, rows: Int = 1500) throws {
+        let store = folder.appending("source-\(UUID().uuidString).sqlite")
+        let queue = try DatabaseQueue(path: store.string)
+        try queue.write { db in
+            try db.execute(sql: "CREATE TABLE note(id INTEGER PRIMARY KEY, body TEXT)")
+            for index in 0..<rows {
+                try db.execute(sql: "INSERT INTO note(id, body) VALUES (?, ?)",
+                               arguments: [index, String(repeating: "note \(index) ", count: 120)])
+            }
+        }
+        try queue.close()
+        try BundleWriter.write(BundleContent(store: store), metadata: DocumentMetadata(), to: bundle)
+    }
+
+    /// Copies `bundle` to `target` with `DocumentMetadata.json` edited by python's zipfile: each dotted key path set
+    /// to a raw JSON value (`null` removes the key). The metadata is the bundle's last entry, so it is replaced in
+    /// place; every other entry's bytes (the store's deflate stream too) are copied untouched.
+    static func rewritingMetadata(of bundle: FilePath, to target: FilePath, _ edits: [(String, String)]) throws {
+        let patch = "{" + edits.map { "\"\($0.0)\": \($0.1)" }.joined(separator: ", ") + "}"
+        let result = try run("/usr/bin/env", ["python3", "-c", rewriteScript, bundle.string, target.string, patch])
+        #expect(result.status == 0, "python3 could not rewrite the metadata: \(result.output)")
+    }
+
+    static let rewriteScript = """
+        import json, shutil, sys, zipfile
+        source, target, edits = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+        shutil.copyfile(source, target)
+        with zipfile.ZipFile(target, 'a') as archive:
+            info = archive.getinfo('DocumentMetadata.json')
+            assert max(i.header_offset for i in archive.infolist()) == info.header_offset, 'the metadata is not last'
+            metadata = json.loads(archive.read(info))
+            for path, value in edits.items():
+                *parents, key = path.split('.')
+                node = metadata
+                for part in parents:
+                    node = node.setdefault(part, {})
+                if value is None:
+                    node.pop(key, None)
+                else:
+                    node[key] = value
+            archive.filelist.remove(info)
+            del archive.NameToInfo[info.filename]
+            archive.start_dir = info.header_offset
+            archive.fp.seek(info.header_offset)
+            archive.fp.truncate()
+            fresh = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+            fresh.compress_type = zipfile.ZIP_DEFLATED
+            fresh.create_system = 3
+            fresh.external_attr = info.external_attr
+            archive.writestr(fresh, json.dumps(metadata, indent=2, sort_keys=True))
+        """
+
+    /// An absurd number, and the code it must be refused with.
+    struct Absurdity: CustomTestStringConvertible, Sendable {
+        var name: String
+        var edits: [(String, String)]
+        var code: DocumentError.Code
+        var testDescription: String { name }
+    }
+
+    static let int64Max = "9223372036854775807"
+
+    static let absurdities: [Absurdity] = [
+        Absurdity(name: "segments.interval = 2^63 - 1", edits: [("store.segments.interval", int64Max)],
+                  code: .metadataMismatch),
+        Absurdity(name: "segments.interval = 2^63 - 2^17 (a multiple of the restart interval)",
+                  edits: [("store.segments.interval", "9223372036854644736")], code: .metadataMismatch),
+        Absurdity(name: "segments.interval = -2^63", edits: [("store.segments.interval", "-9223372036854775808")],
+                  code: .metadataMismatch),
+        Absurdity(name: "segments.interval = -65536", edits: [("store.segments.interval", "-65536")],
+                  code: .metadataMismatch),
+        Absurdity(name: "segments.interval = 0", edits: [("store.segments.interval", "0")], code: .metadataMismatch),
+        Absurdity(name: "segments.interval = 65537, not a multiple of the restart interval (digests kept)",
+                  edits: [("store.segments.interval", "65537")], code: .metadataMismatch),
+        Absurdity(name: "segments.interval = 2^64 (beyond 64 bits)", edits: [("store.segments.interval", "18446744073709551616")],
+                  code: .invalidMetadata),
+        Absurdity(name: "segments.sha256 one digest short",
+                  edits: [("store.segments.sha256", "\"" + String(repeating: "ab", count: 32) + "\"")],
+                  code: .metadataMismatch),
+        Absurdity(name: "store.size = 2^63 - 1", edits: [("store.size", int64Max)], code: .metadataMismatch),
+        Absurdity(name: "store.size = -1", edits: [("store.size", "-1")], code: .metadataMismatch),
+        Absurdity(name: "store.size = -2^63", edits: [("store.size", "-9223372036854775808")], code: .metadataMismatch),
+        Absurdity(name: "deflateRestarts.interval = 2^63 - 1 (it names the stream)",
+                  edits: [("store.deflateRestarts.interval", int64Max)], code: .metadataMismatch),
+        Absurdity(name: "deflateRestarts.interval = -2^63 (it names the stream)",
+                  edits: [("store.deflateRestarts.interval", "-9223372036854775808")], code: .metadataMismatch),
+        Absurdity(name: "deflateRestarts.offsets = [0, 2^63 - 1]",
+                  edits: [("store.deflateRestarts.offsets", "[0, \(int64Max)]")], code: .metadataMismatch),
+        Absurdity(name: "deflateRestarts.offsets = [0, -1]", edits: [("store.deflateRestarts.offsets", "[0, -1]")],
+                  code: .metadataMismatch),
+        Absurdity(name: "provenance.size = -1",
+                  edits: [("provenance", #"{"kind": "sqlite", "fileName": "x.sqlite", "size": -1, "files": [], "convertedAt": "2026-01-01T00:00:00Z"}"#)],
+                  code: .invalidMetadata),
+        Absurdity(name: "provenance.files[0].size = -2^63",
+                  edits: [("provenance", #"{"kind": "sqlite", "fileName": "x.sqlite", "size": 1, "files": [{"name": "x.sqlite", "size": -9223372036854775808, "sha256": "0000000000000000000000000000000000000000000000000000000000000000"}], "convertedAt": "2026-01-01T00:00:00Z"}"#)],
+                  code: .invalidMetadata),
+    ]
+
+    @Test("an absurd number is refused with its code by BundleReader, BundleStore and a read-only Document",
+          arguments: absurdities)
+    func refused(_ absurdity: Absurdity) async throws {
+        try await withScratchFolder { folder in
+            let good = folder.appending("Good.mdz")
+            try Self.makeBundle(good, folder: folder)
+            let bundle = folder.appending("Absurd.mdz")
+            try Self.rewritingMetadata(of: good, to: bundle, absurdity.edits)
+
+            let opening = #expect(throws: DocumentError.self) { try BundleReader(at: bundle) }
+            #expect(opening?.code == absurdity.code, "\(opening.map { "\($0)" } ?? "no error")")
+            #expect(opening?.path == bundle)
+            let querying = #expect(throws: DocumentError.self) { try BundleStore(at: bundle) }
+            #expect(querying?.code == absurdity.code, "\(querying.map { "\($0)" } ?? "no error")")
+            var options = appOptions(folder)
+            options.isReadOnly = true
+            options.createIfMissing = false
+            let document = await #expect(throws: DocumentError.self) { try await Document.open(at: bundle, options: options) }
+            #expect(document?.code == absurdity.code, "\(document.map { "\($0)" } ?? "no error")")
+            var writable = appOptions(folder)
+            writable.createIfMissing = false
+            let editing = await #expect(throws: DocumentError.self) { try await Document.open(at: bundle, options: writable) }
+            #expect(editing?.code == absurdity.code, "\(editing.map { "\($0)" } ?? "no error")")
+        }
+    }
+
+    /// A self-consistent bundle with absurd but true numbers, and whether its store is read in place.
+    struct Oddity: CustomTestStringConvertible, Sendable {
+        var name: String
+        /// Given the store's size and SHA-256, the edits.
+        var edits: @Sendable (_ size: Int64, _ sha256: String) -> [(String, String)]
+        var access: BundleStore.Access
+        var reason: String?
+        var testDescription: String { name }
+    }
+
+    static let oddities: [Oddity] = [
+        Oddity(name: "one digest segment of 2^63 - 1 bytes (the store's SHA-256), restart index every 128 KiB",
+               edits: { _, sha256 in [("store.segments.interval", int64Max), ("store.segments.sha256", "\"\(sha256)\"")] },
+               access: .extracted, reason: "not cut at its restart points"),
+        Oddity(name: "one restart segment of 2^63 - 1 bytes, digests every 128 KiB",
+               edits: { _, _ in [("store.deflateRestarts.interval", int64Max), ("store.deflateRestarts.offsets", "[0]")] },
+               access: .extracted, reason: "not cut at its restart points"),
+        Oddity(name: "one restart segment and one digest segment of 2^63 - 1 bytes each",
+               edits: { _, sha256 in
+                   [("store.segments.interval", int64Max), ("store.segments.sha256", "\"\(sha256)\""),
+                    ("store.deflateRestarts.interval", int64Max), ("store.deflateRestarts.offsets", "[0]")]
+               },
+               access: .segments, reason: nil),
+        Oddity(name: "one restart segment and one digest segment of the store's size",
+               edits: { size, sha256 in
+                   [("store.segments.interval", "\(size)"), ("store.segments.sha256", "\"\(sha256)\""),
+                    ("store.deflateRestarts.interval", "\(size)"), ("store.deflateRestarts.offsets", "[0]")]
+               },
+               access: .segments, reason: nil),
+        Oddity(name: "a restart index of another stream (compressedSize 2^63 - 1): stale, ignored",
+               edits: { _, _ in [("store.deflateRestarts.compressedSize", int64Max)] },
+               access: .extracted, reason: "no restart index that describes its stream"),
+    ]
+
+    @Test("absurd but true numbers: the bundle opens, verifies, extracts, and its store reads right in place or extracted",
+          arguments: oddities)
+    func served(_ oddity: Oddity) async throws {
+        try await withScratchFolder { folder in
+            let good = folder.appending("Good.mdz")
+            try Self.makeBundle(good, folder: folder)
+            let original = try BundleReader(at: good).metadata.store
+            let bundle = folder.appending("Odd.mdz")
+            try Self.rewritingMetadata(of: good, to: bundle, oddity.edits(original.size, original.sha256))
+
+            let reader = try BundleReader(at: bundle)
+            _ = try reader.verify(full: false, workingDirectory: folder)
+            try reader.extract(into: folder.appending("extracted"))
+            let store = try BundleStore(at: bundle, workingDirectory: folder)
+            defer { store.close() }
+            #expect(store.access == oddity.access, "\(store.reason ?? "")")
+            if let reason = oddity.reason { #expect(store.reason?.contains(reason) == true, "\(store.reason ?? "")") }
+            #expect(try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM note") } == 1500)
+            #expect(try await bundleContent(bundle, folder: folder) == (try await bundleContent(good, folder: folder)))
+        }
+    }
+
+    @Test("segments past ReadingLimits' bounds are not read in place: the reason names the limit, the rows read the same")
+    func segmentLimits() async throws {
+        try await withScratchFolder { folder in
+            let good = folder.appending("Good.mdz")
+            try Self.makeBundle(good, folder: folder)
+            let original = try BundleReader(at: good).metadata.store
+            let bundle = folder.appending("OneSegment.mdz")
+            try Self.rewritingMetadata(of: good, to: bundle, [
+                ("store.segments.interval", "\(original.size)"), ("store.segments.sha256", "\"\(original.sha256)\""),
+                ("store.deflateRestarts.interval", "\(original.size)"), ("store.deflateRestarts.offsets", "[0]"),
+            ])
+            #expect(original.size > 1 << 20)
+
+            var digestLimit = ReadingLimits()
+            digestLimit.maxDigestSegmentSize = 1 << 20
+            var restartLimit = ReadingLimits()
+            restartLimit.maxRestartSegmentSize = 1 << 20
+            for (limits, name) in [(digestLimit, "maxDigestSegmentSize"), (restartLimit, "maxRestartSegmentSize")] {
+                let store = try BundleStore(at: bundle, limits: limits, workingDirectory: folder)
+                #expect(store.access == .extracted)
+                #expect(store.reason?.contains("ReadingLimits.\(name) = 1048576") == true, "\(store.reason ?? "")")
+                #expect(try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM note") } == 1500)
+                store.close()
+
+                var options = appOptions(folder)
+                options.isReadOnly = true
+                options.createIfMissing = false
+                options.limits = limits
+                let document = try await Document.open(at: bundle, options: options)
+                let content = try await document.reader.read { db in try StoreContent(db) }
+                try await document.close()
+                #expect(content == (try await bundleContent(good, folder: folder)))
+            }
+            // > The library's own bundle, within the limits (128 KiB segments): read in place.
+            let store = try BundleStore(at: good, limits: digestLimit)
+            #expect(store.access == .segments, "\(store.reason ?? "")")
+            store.close()
+        }
+    }
+
+    @Test("the defaults admit the segments the library writes for a store of 64 GiB, and bound what they hold")
+    func defaultLimits() {
+        let limits = ReadingLimits()
+        #expect(limits.maxRestartSegmentSize == 4 << 20)
+        #expect(limits.maxDigestSegmentSize == 16 << 20)
+        #expect(limits.maxTotalUncompressedSize == 64 << 30)
+    }
+}

@@ -1,0 +1,189 @@
+import Foundation
+import SystemPackage
+import Testing
+
+/// The built `docconvert` on bundles whose metadata says absurd numbers: exit 65 with one `error:` line, never a
+/// signal; and a bundle that declares a large store as one segment is read within a bounded memory.
+@Suite("docconvert on absurd metadata numbers: 65, never a crash; memory bounded whatever a bundle declares")
+struct HostileMetadataCommandTests {
+    /// Runs python3 with `script` and `arguments`; its standard output.
+    private static func python(_ script: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script] + arguments
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "python3 failed")
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// A store of about `megabytes` MiB of compressible text rows, as a bundle `docconvert create` writes it.
+    private static func makeBundle(in directory: FilePath, megabytes: Int = 2) throws -> String {
+        let store = directory.appending("store.sqlite").string
+        _ = try python("""
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            db.execute('PRAGMA journal_mode=OFF')
+            db.execute('PRAGMA synchronous=OFF')
+            db.execute('CREATE TABLE note(id INTEGER PRIMARY KEY, body TEXT)')
+            db.execute('''WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+                          INSERT INTO note(id, body) SELECT i, printf('%08d ', i) || hex(randomblob(8))
+                          || replace(printf('%.480c', '*'), '*', 'note ' || (i % 97) || ' ') FROM n''',
+                       (int(sys.argv[2]),))
+            db.commit()
+            """, [store, String(megabytes * 256)])
+        let bundle = directory.appending("Doc.mdz").string
+        let created = try CLI.execute(["create", bundle, "--from", store])
+        #expect(created.status == 0, "\(created.stderr)")
+        try FileManager.default.removeItem(atPath: store)
+        return bundle
+    }
+
+    /// Copies `bundle` to `target` with `DocumentMetadata.json` edited (dotted key paths set to raw JSON values),
+    /// every other entry's bytes untouched (the metadata is the last entry: python's zipfile replaces it in place).
+    private static func rewritingMetadata(of bundle: String, to target: String, _ edits: [(String, String)]) throws {
+        let patch = "{" + edits.map { "\"\($0.0)\": \($0.1)" }.joined(separator: ", ") + "}"
+        _ = try python("""
+            import json, shutil, sys, zipfile
+            source, target, edits = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+            shutil.copyfile(source, target)
+            with zipfile.ZipFile(target, 'a') as archive:
+                info = archive.getinfo('DocumentMetadata.json')
+                assert max(i.header_offset for i in archive.infolist()) == info.header_offset
+                metadata = json.loads(archive.read(info))
+                for path, value in edits.items():
+                    *parents, key = path.split('.')
+                    node = metadata
+                    for part in parents:
+                        node = node.setdefault(part, {})
+                    node[key] = value
+                archive.filelist.remove(info)
+                del archive.NameToInfo[info.filename]
+                archive.start_dir = info.header_offset
+                archive.fp.seek(info.header_offset)
+                archive.fp.truncate()
+                fresh = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+                fresh.compress_type = zipfile.ZIP_DEFLATED
+                fresh.create_system = 3
+                fresh.external_attr = info.external_attr
+                archive.writestr(fresh, json.dumps(metadata, indent=2, sort_keys=True))
+            """, [bundle, target, patch])
+    }
+
+    /// The store's size and SHA-256, as the metadata says.
+    private static func storeFacts(_ bundle: String) throws -> (size: Int64, sha256: String) {
+        let line = try python("""
+            import json, sys, zipfile
+            store = json.loads(zipfile.ZipFile(sys.argv[1]).read('DocumentMetadata.json'))['store']
+            print(store['size'], store['sha256'])
+            """, [bundle]).split(separator: " ")
+        return (Int64(line[0]) ?? -1, String(line[1].prefix(64)))
+    }
+
+    /// Runs the built binary under `/usr/bin/time`: its status, output and peak resident set size in bytes.
+    private static func measured(_ arguments: [String], in directory: FilePath)
+    throws -> (status: Int32, stdout: String, stderr: String, peak: Int) {
+        let report = directory.appending("time-\(UUID().uuidString).txt").string
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/time")
+        process.arguments = ["-f", "%M", "-o", report, CLI.binary] + arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        // > GNU time writes "Command exited with non-zero status N" before the figure when the command fails.
+        let text = try String(contentsOfFile: report, encoding: .utf8)
+        let kibibytes = text.split(separator: "\n").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self),
+                kibibytes.map { $0 << 10 } ?? .max)
+    }
+
+    static let int64Max = "9223372036854775807"
+
+    @Test("inspect, verify, extract and query exit 65 on absurd numbers, naming the metadata",
+          arguments: [
+            [("store.segments.interval", int64Max)],
+            [("store.segments.interval", "-65536")],
+            [("store.segments.interval", "0")],
+            [("store.segments.interval", "65537")],
+            [("store.size", int64Max)],
+            [("store.size", "-1")],
+            [("store.deflateRestarts.interval", int64Max)],
+            [("store.deflateRestarts.offsets", "[0, \(int64Max)]")],
+            [("provenance", #"{"kind": "sqlite", "fileName": "x.sqlite", "size": -1, "files": [], "convertedAt": "2026-01-01T00:00:00Z"}"#)],
+          ])
+    func refused(_ edits: [(String, String)]) throws {
+        let directory = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
+        let good = try Self.makeBundle(in: directory)
+        let bundle = directory.appending("Absurd.mdz").string
+        try Self.rewritingMetadata(of: good, to: bundle, edits)
+        let commands: [[String]] = [
+            ["inspect", bundle], ["inspect", "--json", bundle], ["verify", bundle],
+            ["extract", bundle, "--directory", directory.appending("out").string],
+            ["extract", bundle, "--output", directory.appending("out.sqlite").string],
+            ["query", bundle, "SELECT count(*) FROM note"],
+        ]
+        for command in commands {
+            let result = try CLI.execute(command)
+            #expect(result.status == 65, "\(command): \(result.status) \(result.stderr.prefix(400))")
+            #expect(result.stderr.hasPrefix("error: \(bundle): DocumentMetadata.json: ")
+                        || result.stderr.hasPrefix("error: \(bundle): StoreContent/persistentStore: "),
+                    "\(command): \(result.stderr.prefix(400))")
+            #expect(!result.stderr.contains("Backtrac") && !result.stderr.contains("Fatal error"),
+                    "\(command): \(result.stderr.prefix(400))")
+        }
+    }
+
+    @Test("a 300 MiB store declared as one restart segment and one digest segment: query stays under 256 MiB",
+          .timeLimit(.minutes(5)))
+    func oneSegmentStore() throws {
+        let directory = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
+        let good = try Self.makeBundle(in: directory, megabytes: 300)
+        let (size, sha256) = try Self.storeFacts(good)
+        #expect(size > 300 << 20)
+        let bundle = directory.appending("OneSegment.mdz").string
+        try Self.rewritingMetadata(of: good, to: bundle, [
+            ("store.segments.interval", "\(size)"), ("store.segments.sha256", "\"\(sha256)\""),
+            ("store.deflateRestarts.interval", "\(size)"), ("store.deflateRestarts.offsets", "[0]"),
+        ])
+        let sql = "SELECT count(*), sum(length(body)) FROM note"
+        let expected = try CLI.execute(["query", good, sql])
+        #expect(expected.status == 0, "\(expected.stderr)")
+
+        let result = try Self.measured(["query", bundle, sql], in: directory)
+        #expect(result.status == 0, "\(result.stderr.prefix(400))")
+        #expect(result.stdout == expected.stdout)
+        #expect(result.stderr.contains("ReadingLimits.maxDigestSegmentSize"), "\(result.stderr.prefix(400))")
+        #expect(result.peak < 256 << 20, "docconvert query peaked at \(result.peak >> 20) MiB")
+
+        // > Segments of 16 MiB (the most the defaults admit; a 64 GiB store's), read in place: bounded too.
+        let digests = try Self.python("""
+            import hashlib, sys, zipfile
+            store = zipfile.ZipFile(sys.argv[1]).open('StoreContent/persistentStore')
+            digests = []
+            while True:
+                chunk = store.read(16 << 20)
+                if not chunk:
+                    break
+                digests.append(hashlib.sha256(chunk).hexdigest())
+            print(''.join(digests), end='')
+            """, [good])
+        let coarse = directory.appending("Coarse.mdz").string
+        try Self.rewritingMetadata(of: good, to: coarse, [
+            ("store.segments.interval", "\(16 << 20)"), ("store.segments.sha256", "\"\(digests)\""),
+        ])
+        let inPlace = try Self.measured(["query", "--json", coarse, sql], in: directory)
+        #expect(inPlace.status == 0, "\(inPlace.stderr.prefix(400))")
+        #expect(inPlace.stdout.hasPrefix("{\"access\":\"segments\""), "\(inPlace.stdout.prefix(200))")
+        #expect(inPlace.stderr.isEmpty, "\(inPlace.stderr.prefix(400))")
+        #expect(inPlace.peak < 256 << 20, "docconvert query peaked at \(inPlace.peak >> 20) MiB in place")
+    }
+}

@@ -3,7 +3,7 @@
 # libarchive (headers and library), zlib and ISA-L headers, and the zip tools the interoperability tests run.
 set -euo pipefail
 
-packages=(libarchive-dev zlib1g-dev libisal-dev libsqlite3-dev libarchive-tools p7zip-full unzip zip sqlite3 file python3 strace)
+packages=(libarchive-dev zlib1g-dev libisal-dev libsqlite3-dev libarchive-tools p7zip-full unzip zip sqlite3 file python3 strace time)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

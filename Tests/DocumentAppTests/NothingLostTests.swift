@@ -184,6 +184,7 @@ struct NothingLostTests {
     @Test("options out of range are refused at open with invalidArgument, never a trap", arguments: [
         "autosave 1e12", "autosave nan", "autosave inf", "autosave -1", "autosave 0",
         "lock -1", "lock nan", "lock inf", "lock 1e300", "busy 1e12", "busy -1", "busy nan", "level 0",
+        "entries -1", "names -5",
     ])
     func absurdOptions(option: String) async throws {
         try await withScratchFolder { folder in
@@ -194,6 +195,8 @@ struct NothingLostTests {
             case "autosave": options.autosaveInterval = value
             case "lock": options.lockTimeout = value
             case "busy": options.conversion.busyTimeout = value
+            case "entries": options.limits.maxEntryCount = Int(value)
+            case "names": options.limits.maxNameLength = Int(value)
             default: options.saving = WritingOptions(compression: .deflate(level: Int(value)), replacesExisting: true)
             }
             let bundle = folder.appending("Notes.mdz")

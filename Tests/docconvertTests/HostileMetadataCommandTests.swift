@@ -186,4 +186,36 @@ struct HostileMetadataCommandTests {
         #expect(inPlace.stderr.isEmpty, "\(inPlace.stderr.prefix(400))")
         #expect(inPlace.peak < 256 << 20, "docconvert query peaked at \(inPlace.peak >> 20) MiB in place")
     }
+
+    @Test("metadata of millions of tiny values (15 MiB of [1,1,…]) is refused before it is parsed, under 256 MiB")
+    func millionsOfValues() throws {
+        let directory = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
+        let good = try Self.makeBundle(in: directory)
+        let bundle = directory.appending("Values.mdz").string
+        _ = try Self.python("""
+            import json, shutil, sys, zipfile
+            source, target = sys.argv[1], sys.argv[2]
+            shutil.copyfile(source, target)
+            with zipfile.ZipFile(target, 'a') as archive:
+                info = archive.getinfo('DocumentMetadata.json')
+                metadata = json.loads(archive.read(info))
+                metadata['padding'] = [1] * 7_500_000
+                archive.filelist.remove(info)
+                del archive.NameToInfo[info.filename]
+                archive.start_dir = info.header_offset
+                archive.fp.seek(info.header_offset)
+                archive.fp.truncate()
+                fresh = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+                fresh.compress_type = zipfile.ZIP_DEFLATED
+                fresh.create_system = 3
+                archive.writestr(fresh, json.dumps(metadata, separators=(',', ':')))
+            """, [good, bundle])
+        for command in [["inspect", bundle], ["verify", bundle], ["query", bundle, "SELECT 1"]] {
+            let result = try Self.measured(command, in: directory)
+            #expect(result.status == 65, "\(command): \(result.stderr.prefix(400))")
+            #expect(result.stderr.contains("JSON values"), "\(command): \(result.stderr.prefix(400))")
+            #expect(result.peak < 256 << 20, "\(command) peaked at \(result.peak >> 20) MiB")
+        }
+    }
 }

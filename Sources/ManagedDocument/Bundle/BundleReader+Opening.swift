@@ -301,7 +301,11 @@ extension BundleReader {
                                 reason: "is \(metadataEntry.size) bytes; the limit is \(limits.maxMetadataSize)")
         }
         let metadataBytes = try readEntry(metadataEntry, from: file.descriptor, path: path)
-        let metadata = try DocumentMetadata.decode(metadataBytes, bundle: path)
+        // > A few values per entry, and the store's restart offsets and digests: Foundation's decoder holds about
+        // > 50 bytes a value, so a count bounds the memory decoding takes whatever the text is.
+        let (perEntry, _) = limits.maxEntryCount.multipliedReportingOverflow(by: 8)
+        let maxValues = max(0, min(perEntry, Int.max - (1 << 16))) + (1 << 16)
+        let metadata = try DocumentMetadata.decode(metadataBytes, bundle: path, maxValues: maxValues)
         try check(metadata, mediaType: mediaType, entries: entries, path: path)
         return metadata
     }

@@ -128,6 +128,7 @@ public final class BundleReader: Sendable {
     ///   ``DocumentError/Code/newerFormat``.
     public init(at path: FilePath, limits: ReadingLimits = .default) throws {
         // The stages of FORMAT.md section 15, in its order; the first failure decides the error.
+        try limits.validate(for: path)
         let file = try OpenedBundle.open(path)                                          // 15.1
         var isKept = false
         defer { if !isKept { try? file.descriptor.close() } }  // Squash close error of a read-only descriptor.

@@ -1,3 +1,5 @@
+import SystemPackage
+
 /// The bounds a reader enforces on an untrusted bundle before and while it inflates anything.
 ///
 /// The defaults admit any bundle this library writes for stores up to 64 GiB and stop zip bombs early:
@@ -46,6 +48,16 @@ public struct ReadingLimits: Sendable, Equatable {
 
     /// The default limits (see each property).
     public init() {}
+
+    /// Refuses limits no reader can follow (a negative count), before anything is read.
+    ///
+    /// - Throws: ``DocumentError/Code/invalidArgument``, naming the limit.
+    func validate(for path: FilePath) throws {
+        for (name, value) in [("maxEntryCount", maxEntryCount), ("maxNameLength", maxNameLength)] where value < 0 {
+            throw DocumentError(.invalidArgument, path: path,
+                                reason: "ReadingLimits.\(name) is \(value); give 0 or more")
+        }
+    }
 
     /// The defaults.
     public static var `default`: ReadingLimits { ReadingLimits() }

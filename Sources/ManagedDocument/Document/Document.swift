@@ -134,6 +134,7 @@ public final class Document: Sendable {
             }
             try saving.validate(for: path)
             try conversion.validate(for: path)
+            try limits.validate(for: path)
         }
     }
 

@@ -261,8 +261,15 @@ extension DocumentMetadata {
     }
 
     /// Decodes metadata, checking the format name and version before the rest of the shape.
-    static func decode(_ bytes: [UInt8], bundle: FilePath?) throws -> DocumentMetadata {
+    ///
+    /// - Parameter maxValues: the most JSON values (numbers, strings, arrays, objects, literals) the text may hold,
+    ///   counted before it is parsed: Foundation's decoder holds about 50 bytes for each, so 16 MiB of `[1,1,1,…]`
+    ///   would take hundreds of MiB. A bundle's metadata has a few values per entry (``ReadingLimits/maxEntryCount``).
+    static func decode(_ bytes: [UInt8], bundle: FilePath?, maxValues: Int = 1 << 20) throws -> DocumentMetadata {
         struct Header: Decodable { var format: String?; var formatVersion: Int? }
+        if let problem = JSONShape.problem(bytes, maxValues: maxValues, maxDepth: 64) {
+            throw DocumentError(.limitExceeded, path: bundle, entry: BundleLayout.metadata, reason: problem)
+        }
         let data = Data(bytes)
         let header: Header
         do { header = try JSONDecoder().decode(Header.self, from: data) } catch {
@@ -454,5 +461,38 @@ public enum JSONValue: Codable, Sendable, Equatable {
         case .array(let value): try container.encode(value)
         case .object(let value): try container.encode(value)
         }
+    }
+}
+
+/// A count of JSON text's values and nesting, made in one pass without parsing it, so that a decoder is never
+/// handed text whose tree would not fit the memory a reader allows.
+enum JSONShape {
+    /// Why `bytes` holds more than `maxValues` values or nests deeper than `maxDepth`; `nil` when it does not (or is
+    /// not JSON: the decoder says so then).
+    static func problem(_ bytes: [UInt8], maxValues: Int, maxDepth: Int) -> String? {
+        var values = 1
+        var depth = 0
+        var inString = false
+        var escaped = false
+        for byte in bytes {
+            if inString {
+                if escaped { escaped = false } else if byte == 0x5C { escaped = true } else if byte == 0x22 { inString = false }
+                continue
+            }
+            switch byte {
+            case 0x22: inString = true
+            case 0x5B, 0x7B:  // [ {
+                depth += 1
+                values += 1
+                if depth > maxDepth { return "nests deeper than \(maxDepth) levels; no bundle's metadata does" }
+            case 0x5D, 0x7D: depth -= 1  // ] }
+            case 0x2C, 0x3A: values += 1  // , :
+            default: continue
+            }
+            if values > maxValues {
+                return "holds more than \(maxValues) JSON values (ReadingLimits.maxEntryCount allows a few per entry)"
+            }
+        }
+        return nil
     }
 }

@@ -8,7 +8,7 @@ docconvert=${1:-.build/debug/docconvert}
 out=Fuzz/Corpus
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-rm -rf "$out" && mkdir -p "$out"/{bundle,metadata,inflate,legacy}
+rm -rf "$out" && mkdir -p "$out"/{bundle,metadata,inflate,legacy,document}
 
 python3 - "$work" <<'PY'
 import os, plistlib, sqlite3, sys, zlib
@@ -66,6 +66,20 @@ cp "$work"/inflate-* "$out/inflate/"
 cp "$work/small.sqlite" "$work/coredata.sqlite" "$work/plist.bin" "$work/plist.xml" "$out/legacy/"
 printf 'PK\003\004' > "$out/legacy/zip-head"
 head -c 100 "$work/small.sqlite" > "$out/legacy/header-only.sqlite"
+
+# fuzz-document's inputs are choices, not files (see Fuzz/Sources/fuzz-document/MetadataMutation.swift): the first
+# byte picks one of the bundles the target writes at startup (0 small deflated, 1 small stored, 2 large deflated,
+# 3 large stored; +0x80: the writable open saves a change), then each edit is an operation byte and its choices.
+printf '\x00' > "$out/document/small-deflated"
+printf '\x01' > "$out/document/small-stored"
+printf '\x02' > "$out/document/large-deflated"
+printf '\x03' > "$out/document/large-stored"
+printf '\x80' > "$out/document/small-deflated-saved"
+printf '\x82' > "$out/document/large-deflated-saved"
+# store.segments.interval = 64 KiB, 1 MiB and 16 MiB, with digests to match (operation 15, value 19: the table).
+printf '\x02\x0f\x13\x04' > "$out/document/large-deflated-interval-64k"
+printf '\x02\x0f\x13\x07' > "$out/document/large-deflated-interval-1m"
+printf '\x03\x0f\x13\x08' > "$out/document/large-stored-interval-16m"
 
 corpus=../shared/corpus
 if [ -d "$corpus" ]; then

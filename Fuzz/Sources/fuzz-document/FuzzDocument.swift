@@ -22,8 +22,9 @@ public func fuzzMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePo
     return runFuzzer(argc, argv) { data, size in fuzzDocument(data ?? UnsafePointer(bitPattern: 1)!, size) }
 }
 
-/// With FUZZ_DOCUMENT_PRINT=1 in the environment, each input's template and edits are printed before it runs (for
-/// reading a finding: `fuzz-document: large-deflated: store.segments.interval = 9223372036854775807`).
+/// With FUZZ_DOCUMENT_PRINT=1 in the environment, each input's template and edits are printed before it runs, then
+/// each step's outcome (for reading a finding: `fuzz-document: large-deflated: store.segments.interval =
+/// 9223372036854775807, with digests to match`).
 private let printsEdits = ProcessInfo.processInfo.environment["FUZZ_DOCUMENT_PRINT"] != nil
 
 func fuzzDocument(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
@@ -34,7 +35,11 @@ func fuzzDocument(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let bundle = scratch.write(template.bundle(metadata: mutation.metadata.encoded), named: "Document.mdz")
     let work = scratch.folder.appending("work")
     try? FileSystem.createDirectory(work, mode: 0o700)
-    defer { try? FileSystem.removeTree(work) }  // Each input starts with an empty working folder.
+    defer {
+        // > Nothing of an input is left behind: the next one starts with an empty working folder.
+        try? FileSystem.removeTree(work)
+        try? FileSystem.removeFile(bundle)
+    }
 
     var limits = ReadingLimits()
     limits.maxTotalUncompressedSize = 16 << 20  // the templates' stores are under 2 MiB: keep each input bounded

@@ -182,11 +182,19 @@ struct HostileMetadataTests {
             let reader = try BundleReader(at: bundle)
             _ = try reader.verify(full: false, workingDirectory: folder)
             try reader.extract(into: folder.appending("extracted"))
-            let store = try BundleStore(at: bundle, workingDirectory: folder)
+            // > A store this small is served whole from memory when its segment route is closed; with the whole
+            // > store over the limit on what is held at once, the segment route alone decides.
+            var segmentsOnly = ReadingLimits()
+            if oddity.access == .extracted { segmentsOnly.maxRestartSegmentSize = UInt64(original.size - 1) }
+            let store = try BundleStore(at: bundle, limits: segmentsOnly, workingDirectory: folder)
             defer { store.close() }
             #expect(store.access == oddity.access, "\(store.reason ?? "")")
             if let reason = oddity.reason { #expect(store.reason?.contains(reason) == true, "\(store.reason ?? "")") }
             #expect(try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM note") } == 1500)
+            let whole = try BundleStore(at: bundle, workingDirectory: folder)
+            defer { whole.close() }
+            #expect(whole.access == .segments, "\(whole.reason ?? "")")
+            #expect(try whole.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM note") } == 1500)
             #expect(try await bundleContent(bundle, folder: folder) == (try await bundleContent(good, folder: folder)))
         }
     }

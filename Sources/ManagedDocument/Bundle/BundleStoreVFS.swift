@@ -30,6 +30,8 @@ final class SegmentedStore: Sendable {
     /// Restart segments in one digest's segment (1 for a stored store).
     private let restartsPerSegment: Int
     private let compressedSize: Int64
+    /// Whether the store is served as one segment checked against `store.sha256` (``servesWhole(_:)``).
+    private let isWhole: Bool
     private let capacity: Int
     private let state: Mutex<State>
 
@@ -56,6 +58,25 @@ final class SegmentedStore: Sendable {
     /// codecs' 32-bit counts) is not served: the reason names the limit, and the caller extracts the store, which
     /// streams in bounded buffers whatever the bundle declares.
     static func unavailableReason(_ reader: BundleReader) -> String? {
+        guard let reason = segmentedReason(reader) else { return nil }
+        return servesWhole(reader) ? nil : reason
+    }
+
+    /// Whether the store is served as one segment: the segment route is closed (a store written under 1 MiB has
+    /// no restart index; a repacked one's is stale; an older writer's has no segment digests), but the whole store
+    /// is small enough to hold (``ReadingLimits/maxRestartSegmentSize``, and deflate's bound on its compressed
+    /// size). It is then read and inflated once, at its first read, and checked against `store.sha256`: nothing
+    /// is written to disk.
+    static func servesWhole(_ reader: BundleReader) -> Bool {
+        guard segmentedReason(reader) != nil, let store = reader.entry(named: BundleLayout.store) else { return false }
+        let size = reader.metadata.store.size
+        let limit = min(reader.limits.maxRestartSegmentSize, reader.limits.maxDigestSegmentSize, UInt64(UInt32.max))
+        return size >= 0 && UInt64(size) <= limit
+            && Int64(clamping: store.compressedSize) <= ParallelDeflater.compressedBound(forSize: size)
+    }
+
+    /// Why the store cannot be served segment by segment, or `nil` when it can.
+    private static func segmentedReason(_ reader: BundleReader) -> String? {
         guard let segments = reader.metadata.store.segments else {
             return "the bundle records no segment digests (an older or another writer)"
         }
@@ -99,9 +120,28 @@ final class SegmentedStore: Sendable {
     ///   than `max(cacheSize, 2 × segment)` bytes, and a segment is at most ``ReadingLimits/maxDigestSegmentSize``
     ///   (``unavailableReason(_:)``): besides it, at most ``readAhead`` + 1 segments are being read at once.
     init?(reader: BundleReader, cacheSize: Int) {
-        guard Self.unavailableReason(reader) == nil, let segments = reader.metadata.store.segments,
-              let store = reader.entry(named: BundleLayout.store) else { return nil }
+        guard let store = reader.entry(named: BundleLayout.store) else { return nil }
+        if Self.segmentedReason(reader) != nil {
+            guard Self.servesWhole(reader) else { return nil }
+            // > One segment, the whole store: one restart segment (the whole stream, ending with its final block)
+            // > for a deflated store, checked against the store's SHA-256.
+            self.reader = reader
+            size = reader.metadata.store.size
+            interval = max(1, size)
+            digests = [reader.metadata.store.sha256]
+            dataOffset = store.dataOffset
+            compressedSize = Int64(store.compressedSize)
+            offsets = store.isCompressed ? [0] : nil
+            restartsPerSegment = 1
+            isWhole = true
+            capacity = 2
+            readAhead = 1
+            state = Mutex(State())
+            return
+        }
+        guard let segments = reader.metadata.store.segments else { return nil }
         self.reader = reader
+        isWhole = false
         size = reader.metadata.store.size
         interval = segments.interval
         digests = segments.digests
@@ -323,7 +363,7 @@ final class SegmentedStore: Sendable {
             guard bytes.count == length else { throw damaged("is cut short", code: .truncatedArchive) }
         }
         guard SHA256.hash(data: bytes).hexString == digests[index] else {
-            throw damaged("does not match its SHA-256 in 'store.segments'; the bundle is damaged, restore it from a backup")
+            throw damaged("does not match its SHA-256 in \(isWhole ? "'store.sha256' (the whole store)" : "'store.segments'"); the bundle is damaged, restore it from a backup")
         }
         return bytes
     }

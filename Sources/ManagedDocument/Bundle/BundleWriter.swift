@@ -244,7 +244,12 @@ public enum BundleWriter {
                                  reusing: FileIdentity?, options: WritingOptions)
     throws -> (EntryDigest, DocumentMetadata.SegmentDigests?, SegmentReuse?, SaveReport) {
         var reason = "no bundle this process verified to reuse (a first save, or incremental saves are off)"
-        if let reusing {
+        let size = try FileSystem.status(store)?.size ?? 0
+        if compressed, size < ArchiveWriter.parallelDeflateThreshold {
+            // > Such a store is written as one plain stream, with no restart index: there are no segments to reuse,
+            // > and deflating it whole takes milliseconds.
+            reason = "a store under 1 MiB is deflated whole (it has no restart segments to reuse)"
+        } else if let reusing {
             if !compressed {
                 reason = "the store is stored, not deflated: there is nothing to save by reusing it"
             } else if let plan = try planReuse(store, target: target, identity: reusing, options: options,

@@ -155,20 +155,55 @@ struct BundleStoreTests {
         }
     }
 
-    @Test("a bundle without segment digests, or with a stale restart index, is extracted and says why")
+    @Test("a bundle without segment digests is served whole from memory when small, extracted (saying why) when not")
     func fallback() async throws {
         try await withTemporaryDirectory { directory in
             var parts = try ZipSurgery.makeParts(in: directory, rows: 300)
             parts.metadata.store.segments = nil
             let older = directory.appending("Older.mdz")
             try ZipSurgery.writeBundle(at: older, parts: parts)
-            let store = try BundleStore(at: older, workingDirectory: directory)
+            let whole = try BundleStore(at: older, workingDirectory: directory)
+            #expect(whole.access == .segments, "\(whole.reason ?? "")")
+            #expect(try whole.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM note") } == 300)
+            whole.close()
+            #expect(try FileSystem.contentsOfDirectory(directory).filter { $0.hasPrefix(".query-") }.isEmpty)
+
+            var limits = ReadingLimits()
+            limits.maxRestartSegmentSize = UInt64(parts.store.count - 1)
+            let store = try BundleStore(at: older, limits: limits, workingDirectory: directory)
             #expect(store.access == .extracted)
             #expect(store.reason?.contains("segment digests") == true, "\(store.reason ?? "")")
             #expect(try store.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM note") } == 300)
             store.close()
             let left = try FileSystem.contentsOfDirectory(directory).filter { $0.hasPrefix(".query-") }
             #expect(left.isEmpty, "the extracted copy is removed: \(left)")
+        }
+    }
+
+    @Test("a small store (no restart index) is served whole: a flipped byte anywhere fails the read, never a wrong row",
+          arguments: [0.1, 0.5, 0.9])
+    func smallStoreWhole(position: Double) async throws {
+        try await withTemporaryDirectory { directory in
+            let (bundle, _) = try Self.bundle(in: directory, pageSize: 4096, bytes: 300_000, level: 2)
+            let reader = try BundleReader(at: bundle)
+            #expect(reader.metadata.store.deflateRestarts == nil)
+            let store = try BundleStore(at: bundle)
+            #expect(store.access == .segments, "\(store.reason ?? "")")
+            let good = try Self.digests { try store.read($0) }
+            store.close()
+            // One byte of the deflated stream flipped: the whole-store SHA-256 refuses what it inflates to.
+            let entry = try #require(reader.entry(named: "StoreContent/persistentStore"))
+            var bytes = try Fixtures.bytes(of: bundle)
+            bytes[Int(entry.dataOffset) + Int(Double(entry.compressedSize) * position)] ^= 0x40
+            let damaged = directory.appending("Damaged.mdz")
+            try Fixtures.write(bytes, to: damaged)
+            let error = #expect(throws: DocumentError.self) {
+                let broken = try BundleStore(at: damaged)
+                defer { broken.close() }
+                _ = try Self.digests { try broken.read($0) }
+            }
+            #expect(error?.reason.contains("'store.sha256'") == true, "\(String(describing: error))")
+            #expect(!good.isEmpty)
         }
     }
 }

@@ -44,7 +44,9 @@ for name in "${targets[@]}"; do
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     took=$((SECONDS - started))
     coverage=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
-    findings=$(find "$work/artifacts/$name" -type f | wc -l)
+    # > A slow unit (over 10 s) is noted, not a finding: on a shared machine it measures the load. Timeouts (20 s),
+    # > crashes, leaks and out-of-memory inputs are findings.
+    findings=$(find "$work/artifacts/$name" -type f ! -name 'slow-unit-*' | wc -l)
     echo "fuzz $name: $runs runs in ${took} s, $coverage coverage points, $findings findings"
     if [ "$code" -ne 0 ] || [ "$findings" -ne 0 ]; then
         status=1

@@ -44,11 +44,14 @@ struct HostileMetadataCommandTests {
 
     /// Copies `bundle` to `target` with `DocumentMetadata.json` edited (dotted key paths set to raw JSON values),
     /// every other entry's bytes untouched (the metadata is the last entry: python's zipfile replaces it in place).
-    private static func rewritingMetadata(of bundle: String, to target: String, _ edits: [(String, String)]) throws {
+    /// With `then`, a python statement run on `metadata` after the edits (the JSON is then written compact).
+    private static func rewritingMetadata(of bundle: String, to target: String, _ edits: [(String, String)],
+                                          then statement: String? = nil) throws {
         let patch = "{" + edits.map { "\"\($0.0)\": \($0.1)" }.joined(separator: ", ") + "}"
         _ = try python("""
             import json, shutil, sys, zipfile
             source, target, edits = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+            statement = sys.argv[4] if len(sys.argv) > 4 else None
             shutil.copyfile(source, target)
             with zipfile.ZipFile(target, 'a') as archive:
                 info = archive.getinfo('DocumentMetadata.json')
@@ -60,6 +63,8 @@ struct HostileMetadataCommandTests {
                     for part in parents:
                         node = node.setdefault(part, {})
                     node[key] = value
+                if statement:
+                    exec(statement)
                 archive.filelist.remove(info)
                 del archive.NameToInfo[info.filename]
                 archive.start_dir = info.header_offset
@@ -69,8 +74,9 @@ struct HostileMetadataCommandTests {
                 fresh.compress_type = zipfile.ZIP_DEFLATED
                 fresh.create_system = 3
                 fresh.external_attr = info.external_attr
-                archive.writestr(fresh, json.dumps(metadata, indent=2, sort_keys=True))
-            """, [bundle, target, patch])
+                layout = {'separators': (',', ':')} if statement else {'indent': 2, 'sort_keys': True}
+                archive.writestr(fresh, json.dumps(metadata, **layout))
+            """, [bundle, target, patch] + (statement.map { [$0] } ?? []))
     }
 
     /// The store's size and SHA-256, as the metadata says.
@@ -197,24 +203,7 @@ struct HostileMetadataCommandTests {
         defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
         let good = try Self.makeBundle(in: directory)
         let bundle = directory.appending("Values.mdz").string
-        _ = try Self.python("""
-            import json, shutil, sys, zipfile
-            source, target = sys.argv[1], sys.argv[2]
-            shutil.copyfile(source, target)
-            with zipfile.ZipFile(target, 'a') as archive:
-                info = archive.getinfo('DocumentMetadata.json')
-                metadata = json.loads(archive.read(info))
-                metadata['padding'] = [1] * 7_500_000
-                archive.filelist.remove(info)
-                del archive.NameToInfo[info.filename]
-                archive.start_dir = info.header_offset
-                archive.fp.seek(info.header_offset)
-                archive.fp.truncate()
-                fresh = zipfile.ZipInfo(info.filename, date_time=info.date_time)
-                fresh.compress_type = zipfile.ZIP_DEFLATED
-                fresh.create_system = 3
-                archive.writestr(fresh, json.dumps(metadata, separators=(',', ':')))
-            """, [good, bundle])
+        try Self.rewritingMetadata(of: good, to: bundle, [], then: "metadata['padding'] = [1] * 7_500_000")
         for command in [["inspect", bundle], ["verify", bundle], ["query", bundle, "SELECT 1"]] {
             let result = try Self.measured(command, in: directory)
             #expect(result.status == 65, "\(command): \(result.stderr.prefix(400))")

@@ -84,6 +84,9 @@ struct DocConvert: AsyncParsableCommand {
         if error.code == .notADocument, let path = error.path, isSQLiteFile(path) {
             return "\(path): is a SQLite store, not a bundle; convert it with: docconvert convert \(path)"
         }
+        if error.code == .inUse, let path = error.path {
+            return "\(path): is open for writing in another process (an app, or another docconvert); close it there, or wait, and run again"
+        }
         return error.description
     }
 

@@ -160,6 +160,11 @@ struct Migrate: AsyncParsableCommand {
         } catch let error as DocumentError {
             result.status = error.code == .inUse ? .busy : .failed
             result.error = ErrorJSON(error)
+            if error.code == .cannotCreate {
+                // > The library's advice (open the document read-only) is an app's; a migration has to write.
+                let cause = error.underlyingError.map { " (\($0))" } ?? ""
+                result.error?.message = "\(result.path): cannot write beside the document in its folder\(cause); make the folder writable for this user and run again; the document is unchanged"
+            }
             result.failure = error.code
         } catch {
             result.status = .failed

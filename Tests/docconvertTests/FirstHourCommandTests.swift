@@ -221,6 +221,8 @@ struct FirstHourCommandTests {
             let first = try #require((report["documents"] as? [[String: Any]])?.first)
             let code = (first["error"] as? [String: Any])?["code"] as? String
             #expect(code == "cannotCreate", "\(result.stdout)")
+            let message = ((first["error"] as? [String: Any])?["message"] as? String) ?? ""
+            #expect(message.contains("writable") && !message.contains("read-only"), "\(message)")
             #expect(result.status == 73, "\(result.stderr)")
         }
     }
@@ -293,6 +295,7 @@ struct FirstHourCommandTests {
                 let code = try #require(error?["code"] as? String, "\(item.arguments): \(result.stdout)")
                 #expect(code == item.code, "\(item.arguments): \(error ?? [:])")
                 #expect(result.status == documented[code], "\(item.arguments): \(code) exits \(result.status)")
+                #expect(!result.stderr.contains("read-only") && !result.stdout.contains("read-only"), "\(result.stdout)")
                 seen.insert(result.status)
             }
             #expect(seen == [64, 65, 66, 73, 74, 75])

@@ -124,7 +124,7 @@ struct FirstHourCommandTests {
             let error = try #require(try document(refused.stdout, "report refused")["error"] as? [String: Any])
             let message = try #require(error["message"] as? String)
             // Item 8: the file is named, the problem said in words, never Swift's decoding error.
-            #expect(message.hasPrefix(notReport.string) && message.contains("not a docconvert batch report"), "\(message)")
+            #expect(message.hasPrefix(notReport.string) && message.contains("not a batch report"), "\(message)")
             for word in ["DecodingError", "dataCorrupted", "Context(", "codingPath"] {
                 #expect(!message.contains(word) && !refused.stderr.contains(word), "\(refused.stderr)")
             }

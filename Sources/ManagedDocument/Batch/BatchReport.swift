@@ -181,7 +181,7 @@ public struct BatchReport: Codable, Sendable, Equatable {
         do {
             return try decoder.decode(BatchReport.self, from: data)
         } catch {
-            throw DocumentError(.invalidMetadata, path: path, reason: "is not a docconvert batch report (\(DocumentError.summary(of: error)))")
+            throw DocumentError(.invalidMetadata, path: path, reason: "is not a batch report written by docconvert (\(DocumentError.summary(of: error)))")
         }
     }
 

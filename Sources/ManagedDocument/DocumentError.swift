@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import SystemPackage
 
 /// The one error type thrown by the public API of ManagedDocument.
@@ -22,8 +23,8 @@ import SystemPackage
 /// ```
 public struct DocumentError: Error, Sendable, CustomStringConvertible, LocalizedError {
     /// What went wrong. A struct rather than an enum, so that a new code never breaks a client's `switch`.
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        enum Storage: String, Hashable, Sendable {
+    public struct Code: Hashable, Sendable, CustomStringConvertible, CaseIterable {
+        enum Storage: String, Hashable, Sendable, CaseIterable {
             case notFound, alreadyExists, notADocument, notAZipArchive, corruptArchive, truncatedArchive
             case pathTraversal, invalidEntryName, duplicateEntry, nonRegularEntry, encryptedEntry
             case unsupportedCompression, entryNotAllowed, missingEntry, overlappingEntries, limitExceeded
@@ -37,6 +38,10 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible, Localized
         init(_ storage: Storage) { self.storage = storage }
 
         public var description: String { storage.rawValue }
+
+        /// Every code this version of the library can throw, in declaration order (a tool maps each to an exit
+        /// status, a test checks that none is left out).
+        public static var allCases: [Code] { Storage.allCases.map(Code.init) }
 
         /// The file or folder does not exist.
         public static var notFound: Self { Self(.notFound) }
@@ -156,14 +161,52 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible, Localized
     }
 
     /// One line: `<path>: <entry>: <reason> (<underlying error>)`.
+    ///
+    /// The underlying error is summarised in words: SQLite's own message (`SQLite error 11: database disk image is
+    /// malformed`), never the statement the library ran; a JSON decoding failure as where and what.
     public var description: String {
         var parts: [String] = []
         if let path { parts.append(path.string) }
         if let entry { parts.append(Self.printable(entry)) }
         parts.append(reason)
         var line = parts.joined(separator: ": ")
-        if let underlyingError { line += " (\(underlyingError))" }
+        if let underlyingError { line += " (\(Self.summary(of: underlyingError)))" }
         return line
+    }
+
+    /// A lower-level error in one short phrase a person can read.
+    static func summary(of error: any Error) -> String {
+        switch error {
+        case let error as DatabaseError:
+            // GRDB's description adds "- while executing `…`": a statement the user never wrote.
+            return "SQLite error \(error.resultCode.rawValue): \(error.message ?? "\(error.resultCode)")"
+        case let error as DecodingError:
+            return summary(of: error)
+        default:
+            return "\(error)"
+        }
+    }
+
+    /// A JSON decoding failure as "at <key path>: <what>", without Swift's type names.
+    static func summary(of error: DecodingError) -> String {
+        let context: DecodingError.Context
+        let what: String
+        switch error {
+        case .dataCorrupted(let value):
+            context = value
+            what = value.codingPath.isEmpty ? "the file is not valid JSON" : value.debugDescription
+        case .keyNotFound(let key, let value):
+            context = value
+            what = "the key \"\(key.stringValue)\" is missing"
+        case .typeMismatch(_, let value), .valueNotFound(_, let value):
+            context = value
+            what = "the value is not of the expected kind"
+        @unknown default:
+            return "the JSON is not of the expected shape"
+        }
+        let keys = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+        let place = keys.isEmpty ? "" : "at \(keys.joined(separator: ".").replacingOccurrences(of: ".[", with: "[")): "
+        return place + what
     }
 
     /// An entry name as a terminal can show it: control characters (a NUL, an escape sequence, a line break) written

@@ -120,31 +120,35 @@ struct Batch: AsyncParsableCommand {
             return try BatchShard.fromEnvironment(ProcessInfo.processInfo.environment, count: shardCount) ?? .all
         }
         if let migrations {
-            options.migrations = try reportingErrors { try SQLMigrationFolder(directory: FilePath(migrations)) }
+            options.migrations = try reportingErrors(json: outputOptions.json) { try SQLMigrationFolder(directory: FilePath(migrations)) }
         }
-        let rootPath = FilePath(root)
+        let json = outputOptions.json
         guard FileManager.default.fileExists(atPath: root) else {
-            FileHandle.standardError.write(Data("error: \(root): no such file or folder\n".utf8))
-            throw ExitCode(66)
+            throw failure(ErrorJSON(code: DocumentError.Code.notFound.description,
+                                    message: "\(root): no such file or folder; name the folder to convert"),
+                          status: DocConvert.exitStatus(for: .notFound), json: json)
         }
 
-        let absoluteRoot = FilePath(FileManager.default.currentDirectoryPath).pushing(rootPath).lexicallyNormalized()
+        // A relative root (`.`, `./sub`) is taken from the current folder; items stay relative to it.
+        let batch = BatchConverter(root: FilePath(root), options: options)
+        let absoluteRoot = FilePath(FileManager.default.currentDirectoryPath).pushing(FilePath(root)).lexicallyNormalized()
         let run = BatchReport(root: absoluteRoot.string, shard: options.shard, dryRun: dryRun, legacy: legacy.rawValue,
                               compression: compression.compression.rawValue, jobs: jobs,
                               generator: "docconvert \(ManagedDocumentVersion.string)")
-        let reportFile = try reportingReportErrors { try report.map { try BatchReportFile(path: FilePath($0), run: run) } }
-        let stream = outputOptions.json ? BatchReportStream { FileHandle.standardOutput.write($0) } : nil
+        let reportFile = try reportingReportErrors(json: json) {
+            try report.map { try BatchReportFile(path: FilePath($0), run: run) }
+        }
+        let stream = json ? BatchReportStream { FileHandle.standardOutput.write($0) } : nil
         stream?.begin(run)
 
-        let batch = BatchConverter(root: rootPath, options: options)
         let console = BatchConsole(batch: batch, quiet: quiet, interval: progressInterval,
-                                   printsItems: !outputOptions.json, verbose: verbose)
+                                   printsItems: !json, verbose: verbose)
         let signals = SignalTrap { signal, isSecond in
             if isSecond {
                 console.message("abandoning the items in progress; run the same command again to clean up and finish")
                 Foundation.exit(128 + signal)
             }
-            console.message("stopping: items in progress finish, no new one starts (Ctrl-C again to abandon them)")
+            console.message(Self.stoppingMessage(signal: signal))
             batch.cancel()
         }
         if options.shard.count > 1 { console.message("shard \(options.shard) (from \(options.shard.origin))") }
@@ -154,30 +158,47 @@ struct Batch: AsyncParsableCommand {
             console.message("this Slurm array has one task, so it takes the whole tree; to rerun one task of a larger array, pass --shard-count (or DOCCONVERT_SHARD_COUNT) with the original array's size")
         }
         console.start()
-        let summary = try await reportingErrors {
-            try await batch.run { item in
+        let summary: BatchSummary
+        do {
+            summary = try await batch.run { item in
                 // One call at a time (BatchConverter.run's contract): the stream, the file and the console in order.
                 stream?.item(item)
                 reportFile?.add(item)
                 console.item(item)
             }
+        } catch let error as DocumentError {
+            console.stop()
+            // > The report document is open: it is closed with the error, so stdout still holds one document.
+            stream?.end(BatchSummary(), error: .init(code: error.code.description, message: DocConvert.message(for: error)))
+            throw failure(ErrorJSON(error), status: DocConvert.exitStatus(for: error), json: false)
         }
         console.stop()
-        stream?.end(summary)
-        if let reportFile { _ = try reportingReportErrors { try reportFile.commit(summary: summary) } }
-        if !outputOptions.json { console.printSummary(summary, dryRun: dryRun) }
+        var reportError: DocumentError?
+        if let reportFile {
+            do { _ = try reportFile.commit(summary: summary) } catch let error as DocumentError { reportError = error }
+        }
+        stream?.end(summary, error: reportError.map { .init(code: $0.code.description, message: DocConvert.message(for: $0)) })
+        if !json { console.printSummary(summary, dryRun: dryRun) }
+        if let reportError { throw failure(ErrorJSON(reportError), status: 73, json: false) }
         if summary.interrupted { throw ExitCode(128 + (signals.received ?? SIGINT)) }
         if summary.count(.failed) > 0 { throw ExitCode(65) }
         if summary.count(.busy) > 0 { throw ExitCode(75) }
     }
 
-    /// Runs `body`, printing a report error as one `error: …` line with exit status 73.
-    private func reportingReportErrors<T>(_ body: () throws -> T) throws -> T {
+    /// What the console says on the first SIGINT or SIGTERM: how to abandon the items in progress, in the terms of
+    /// the signal received (a terminal's Ctrl-C, or a second SIGTERM from a scheduler or `kill`).
+    static func stoppingMessage(signal: Int32) -> String {
+        let again = signal == SIGINT ? "Ctrl-C again" : "a second SIGTERM"
+        return "stopping: items in progress finish, no new one starts (\(again) abandons them)"
+    }
+
+    /// Runs `body`, printing a report error as ``failure(_:status:json:)`` does, with exit status 73 whatever its
+    /// code: the run has not started, and its report could not be kept where asked.
+    private func reportingReportErrors<T>(json: Bool, _ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch let error as DocumentError {
-            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-            throw ExitCode(73)
+            throw failure(ErrorJSON(error), status: 73, json: json)
         }
     }
 }

@@ -81,7 +81,10 @@ final class BatchConsole: Sendable {
         case .notAStore:
             return "\(label) \(item.source): \(item.reason ?? "not a store")"
         case .busy, .failed:
-            return "\(label) \(item.source): \(item.error?.message ?? "failed")"
+            // The message names the file relative to the root; when that is the item itself it is said once.
+            var message = item.error?.message ?? "failed"
+            if message.hasPrefix(item.source + ": ") { message.removeFirst(item.source.count + 2) }
+            return "\(label) \(item.source): \(message)"
         }
     }
 

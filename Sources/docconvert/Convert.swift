@@ -57,7 +57,7 @@ struct Convert: ParsableCommand {
         options.busyTimeout = busyTimeout
         options.mediaType = mediaType
         options.writing = WritingOptions(compression: compression.writingCompression)
-        let report = try reportingErrors {
+        let report = try reportingErrors(json: outputOptions.json) {
             try LegacyConverter(options: options).convert(storeAt: FilePath(source), to: output.map { FilePath($0) })
         }
         if outputOptions.json {

@@ -49,7 +49,7 @@ struct Create: ParsableCommand {
             mediaType: mediaType,
             model: .init(name: modelName, version: modelVersion, compatibilityLevel: compatibilityLevel))
         let options = WritingOptions(compression: compression.writingCompression)
-        let written = try reportingErrors {
+        let written = try reportingErrors(json: output.json) {
             if let from {
                 return try BundleWriter.createDocument(at: path, copyingStore: FilePath(from), metadata: metadata,
                                                        options: options)

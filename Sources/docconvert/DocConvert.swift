@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import ManagedDocument
+import SystemPackage
 
 /// `docconvert`: create, inspect, verify, query and extract managed-document bundles.
 @main
@@ -35,35 +36,91 @@ struct DocConvert: AsyncParsableCommand {
         subcommands: [Convert.self, Batch.self, Create.self, Inspect.self, Verify.self, Extract.self, Query.self, Migrate.self]
     )
 
-    /// The exit status for an error, one switch over the codes (sysexits.h).
-    static func exitStatus(for error: DocumentError) -> Int32 {
-        switch error.code {
+    /// Runs the command. A usage error with `--json` also prints `{"error": …}` on standard output, so that a script
+    /// always reads one complete JSON document (docs/CLI.md, "Output and errors").
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            // > An ExitCode was thrown by a command that has printed its own output already.
+            if !(error is ExitCode), exitCode(for: error).rawValue == 64, requestsJSON(CommandLine.arguments) {
+                let message = fullMessage(for: error).split(separator: "\n").first.map(String.init) ?? "usage error"
+                JSONOutput.printError(ErrorJSON(code: DocumentError.Code.invalidArgument.description,
+                                                message: message.hasPrefix("Error: ") ? String(message.dropFirst(7)) : message))
+            }
+            exit(withError: error)
+        }
+    }
+
+    /// Whether the command line asks for JSON (`--json` before a `--` that ends the options).
+    static func requestsJSON(_ arguments: [String]) -> Bool {
+        arguments.dropFirst().prefix { $0 != "--" }.contains("--json")
+    }
+
+    /// The exit status for an error code (sysexits.h): one switch, which docs/CLI.md's table of error codes is
+    /// checked against (Tests/docconvertTests).
+    static func exitStatus(for code: DocumentError.Code) -> Int32 {
+        switch code {
+        case .invalidArgument: return 64
         case .notFound: return 66
         case .alreadyExists, .cannotCreate: return 73
         case .ioFailure: return 74
         case .inUse, .storeBusy: return 75
-        case .invalidArgument: return 64
         default: return 65
         }
     }
-}
 
-/// Runs a command body, printing a `DocumentError` as one `error: …` line and exiting with its status.
-func reportingErrors<T>(_ body: () throws -> T) throws -> T {
-    do {
-        return try body()
-    } catch let error as DocumentError {
-        FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-        throw ExitCode(DocConvert.exitStatus(for: error))
+    /// The exit status for an error.
+    static func exitStatus(for error: DocumentError) -> Int32 { exitStatus(for: error.code) }
+
+    /// The line printed for an error, without `error: `: the library's line, with advice a shell user can follow
+    /// where the library's is for an app developer.
+    static func message(for error: DocumentError) -> String {
+        if error.code == .notADocument, let path = error.path, isSQLiteFile(path) {
+            return "\(path): is a SQLite store, not a bundle; convert it with: docconvert convert \(path)"
+        }
+        if error.code == .inUse, let path = error.path {
+            return "\(path): is open for writing in another process (an app, or another docconvert); close it there, or wait, and run again"
+        }
+        return error.description
+    }
+
+    /// Whether the file starts with SQLite's 16-byte header.
+    private static func isSQLiteFile(_ path: FilePath) -> Bool {
+        guard let handle = FileHandle(forReadingAtPath: path.string) else { return false }
+        defer { try? handle.close() }  // Squash close error of a read-only handle.
+        let head = (try? handle.read(upToCount: 16)) ?? Data()  // unreadable: not claimed to be SQLite
+        return head == Data("SQLite format 3\0".utf8)
     }
 }
 
-/// The async form of ``reportingErrors(_:)``.
-func reportingErrors<T>(_ body: () async throws -> T) async throws -> T {
+/// Prints a failure as every command does: one `error: …` line on standard error and, with `--json`, the document
+/// `{"error": {"code": …, "message": …}}` on standard output. Returns the exit status to throw.
+func failure(_ error: ErrorJSON, status: Int32, json: Bool) -> ExitCode {
+    FileHandle.standardError.write(Data("error: \(error.message)\n".utf8))
+    if json { JSONOutput.printError(error) }
+    return ExitCode(status)
+}
+
+/// Runs a command body, printing a `DocumentError` as ``failure(_:status:json:)`` does and exiting with its status.
+func reportingErrors<T>(json: Bool, _ body: () throws -> T) throws -> T {
+    do {
+        return try body()
+    } catch let error as DocumentError {
+        throw failure(ErrorJSON(error), status: DocConvert.exitStatus(for: error), json: json)
+    }
+}
+
+/// The async form of ``reportingErrors(json:_:)``.
+func reportingErrors<T>(json: Bool, _ body: () async throws -> T) async throws -> T {
     do {
         return try await body()
     } catch let error as DocumentError {
-        FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-        throw ExitCode(DocConvert.exitStatus(for: error))
+        throw failure(ErrorJSON(error), status: DocConvert.exitStatus(for: error), json: json)
     }
 }

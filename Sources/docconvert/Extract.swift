@@ -45,14 +45,14 @@ struct Extract: ParsableCommand {
     }
 
     func run() throws {
-        let reader = try reportingErrors { try BundleReader(at: FilePath(bundle)) }
+        let reader = try reportingErrors(json: options.json) { try BundleReader(at: FilePath(bundle)) }
         printNotices(reader, bundle: bundle)
         var result = Result(bundle: bundle)
         if let directory {
-            try reportingErrors { _ = try reader.extract(into: FilePath(directory)) }
+            try reportingErrors(json: options.json) { _ = try reader.extract(into: FilePath(directory)) }
             result.directory = directory
         } else if let output {
-            let placed = try reportingErrors { try reader.extractStore(to: FilePath(output)) }
+            let placed = try reportingErrors(json: options.json) { try reader.extractStore(to: FilePath(output)) }
             result.store = placed.store.string
             result.externalData = placed.externalData?.string
         }

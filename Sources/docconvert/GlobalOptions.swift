@@ -40,6 +40,16 @@ enum JSONOutput {
         FileHandle.standardOutput.write(data)
         FileHandle.standardOutput.write(Data("\n".utf8))
     }
+
+    /// The document a command prints when it fails before it has a result: `{"error": {…}}`.
+    static func printError(_ error: ErrorJSON) {
+        struct Failure: Encodable { var error: ErrorJSON }
+        do {
+            try print(Failure(error: error))
+        } catch {
+            FileHandle.standardError.write(Data("error: the error above could not be written as JSON (\(error))\n".utf8))
+        }
+    }
 }
 
 /// An error as the JSON outputs show it.
@@ -51,7 +61,13 @@ struct ErrorJSON: Encodable {
     init(_ error: DocumentError) {
         code = error.code.description
         entry = error.entry
-        message = error.description
+        message = DocConvert.message(for: error)
+    }
+
+    init(code: String, message: String) {
+        self.code = code
+        self.entry = nil
+        self.message = message
     }
 }
 

@@ -44,7 +44,7 @@ struct Inspect: ParsableCommand {
     }
 
     func run() throws {
-        let reader = try reportingErrors { try BundleReader(at: FilePath(bundle)) }
+        let reader = try reportingErrors(json: output.json) { try BundleReader(at: FilePath(bundle)) }
         let entries = reader.entries.map {
             EntryJSON(name: $0.name, size: $0.size, compressedSize: $0.compressedSize,
                       method: $0.isDirectory ? "directory" : ($0.isCompressed ? "deflate" : "store"),

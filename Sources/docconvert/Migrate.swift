@@ -23,7 +23,8 @@ struct Migrate: AsyncParsableCommand {
             a migration that fails leaves that document exactly as it was.
 
             Exit status: 0 every document is up to date; 65 a migration failed, the folder and a document \
-            disagree, or a bundle is damaged; 66 TARGET or DIR does not exist; 75 a document was in use.
+            disagree, or a bundle is damaged; 66 TARGET or DIR does not exist; 73 a document's folder cannot be \
+            written; 74 an I/O error; 75 a document was in use (the first failure's status, as in docs/CLI.md).
 
             Examples:
               docconvert migrate Notes.mdz --migrations migrations/ --dry-run
@@ -61,6 +62,12 @@ struct Migrate: AsyncParsableCommand {
         var pending: [String] = []
         var problems: [String] = []
         var error: ErrorJSON?
+        /// The failure's code, for the exit status (not printed: `error.code` says it).
+        var failure: DocumentError.Code?
+
+        enum CodingKeys: String, CodingKey {
+            case path, status, applied, pending, problems, error
+        }
     }
 
     struct Report: Encodable {
@@ -76,8 +83,8 @@ struct Migrate: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let folder = try reportingErrors { try SQLMigrationFolder(directory: FilePath(migrations)) }
-        let bundles = try reportingErrors { try Document.bundles(under: FilePath(target)) }
+        let folder = try reportingErrors(json: outputOptions.json) { try SQLMigrationFolder(directory: FilePath(migrations)) }
+        let bundles = try reportingErrors(json: outputOptions.json) { try Document.bundles(under: FilePath(target)) }
 
         // > Validate every document first: one that disagrees with the folder stops everything.
         var results: [DocumentResult] = []
@@ -95,6 +102,7 @@ struct Migrate: AsyncParsableCommand {
             } catch let error as DocumentError {
                 result.status = .failed
                 result.error = ErrorJSON(error)
+                result.failure = error.code
             }
             results.append(result)
             pendingFiles.append(pending)
@@ -120,10 +128,20 @@ struct Migrate: AsyncParsableCommand {
         } else {
             printText(results, folder: folder, validationFailed: validationFailed)
         }
-        if !succeeded {
-            let onlyBusy = results.allSatisfy { $0.status != .invalid && $0.status != .failed }
-            throw ExitCode(onlyBusy ? 75 : 65)
+        if !succeeded { throw ExitCode(Self.exitStatus(of: results)) }
+    }
+
+    /// The exit status of a run that did not succeed: 65 when the folder and a document disagree; otherwise that of
+    /// the first document that failed, from its code (a folder that cannot be written is 73, as everywhere); 75 when
+    /// the only failures are documents in use.
+    static func exitStatus(of results: [DocumentResult]) -> Int32 {
+        if results.contains(where: { $0.status == .invalid }) {
+            return DocConvert.exitStatus(for: .migrationChanged)
         }
+        if let failed = results.first(where: { $0.status == .failed }) {
+            return DocConvert.exitStatus(for: failed.failure ?? .migrationFailed)
+        }
+        return DocConvert.exitStatus(for: .inUse)
     }
 
     private func apply(_ migrator: DocumentMigrator, to result: inout DocumentResult) async {
@@ -142,9 +160,17 @@ struct Migrate: AsyncParsableCommand {
         } catch let error as DocumentError {
             result.status = error.code == .inUse ? .busy : .failed
             result.error = ErrorJSON(error)
+            if error.code == .cannotCreate {
+                // > The library's advice (open the document read-only) is an app's; a migration has to write.
+                let cause = error.underlyingError.map { " (\($0))" } ?? ""
+                result.error?.message = "\(result.path): cannot write beside the document in its folder\(cause); make the folder writable for this user and run again; the document is unchanged"
+            }
+            result.failure = error.code
         } catch {
             result.status = .failed
-            result.error = ErrorJSON(code: "failed", message: "\(result.path): \(error)")
+            result.error = ErrorJSON(code: DocumentError.Code.migrationFailed.description,
+                                     message: "\(result.path): the migration failed (\(error)); the document is unchanged")
+            result.failure = .migrationFailed
         }
     }
 
@@ -171,13 +197,5 @@ struct Migrate: AsyncParsableCommand {
 
     private func printError(_ line: String) {
         FileHandle.standardError.write(Data("error: \(line)\n".utf8))
-    }
-}
-
-extension ErrorJSON {
-    init(code: String, message: String) {
-        self.code = code
-        self.entry = nil
-        self.message = message
     }
 }

@@ -20,8 +20,10 @@ struct Query: ParsableCommand {
             (NULL for null, <blob N bytes> for blobs); --json prints one object with `access`, `columns` and \
             `rows` (arrays of values; blobs as {"base64": …}), streamed as the rows come.
 
-            Exit status: 0; 64 for a bad option or SQL that SQLite refuses; 66 when the bundle does not exist; 65 \
-            when it is refused or a segment of its store is damaged; 74 on an I/O error.
+            Exit status: 0; 64 for a bad option, SQL that SQLite refuses, several statements or one that writes; 66 \
+            when the bundle does not exist; 65 when it is refused or a segment of its store is damaged; 74 on an \
+            I/O error. With --json, standard output always holds one complete JSON document: on an error it has an \
+            `error` object (alone, or after the rows printed before it).
 
             Examples:
               docconvert query Notes.mdz "SELECT count(*) FROM note"
@@ -45,44 +47,98 @@ struct Query: ParsableCommand {
     }
 
     func run() throws {
-        let store = try reportingErrors { try BundleStore(at: FilePath(bundle), cacheSize: cacheSize << 20) }
+        let json = output.json
+        let store = try reportingErrors(json: json) { try BundleStore(at: FilePath(bundle), cacheSize: cacheSize << 20) }
         defer { store.close() }
         if let reason = store.reason {
             FileHandle.standardError.write(Data("notice: \(bundle): the store was extracted to be read: \(reason)\n".utf8))
         }
         let out = BufferedOutput()
+        var isDocumentOpen = false  // with --json: the result's document has begun on stdout
         do {
-            try reportingErrors {
-                try store.read { db in
-                    let statement = try db.makeStatement(sql: sql)
-                    let columns = statement.columnNames
-                    if output.json {
-                        out.write("{\"access\":\(Self.json(.text(store.access.rawValue))),\"columns\":[")
-                        out.write(columns.map { Self.json(.text($0)) }.joined(separator: ","))
-                        out.write("],\"rows\":[")
+            try store.read { db in
+                let statement = try oneStatement(in: db)
+                let columns = statement.columnNames
+                if json {
+                    out.write("{\"access\":\(Self.json(.text(store.access.rawValue))),\"columns\":[")
+                    out.write(columns.map { Self.json(.text($0)) }.joined(separator: ","))
+                    out.write("],\"rows\":[")
+                    isDocumentOpen = true
+                } else {
+                    out.write(columns.joined(separator: "\t") + "\n")
+                }
+                let rows = try Row.fetchCursor(statement)
+                var first = true
+                while let row = try rows.next() {
+                    let values = row.databaseValues.map(Self.value)
+                    if json {
+                        out.write((first ? "\n" : ",\n") + "[" + values.map(Self.json).joined(separator: ",") + "]")
                     } else {
-                        out.write(columns.joined(separator: "\t") + "\n")
+                        out.write(values.map(Self.text).joined(separator: "\t") + "\n")
                     }
-                    let rows = try Row.fetchCursor(statement)
-                    var first = true
-                    while let row = try rows.next() {
-                        let values = row.databaseValues.map(Self.value)
-                        if output.json {
-                            out.write((first ? "\n" : ",\n") + "[" + values.map(Self.json).joined(separator: ",") + "]")
-                        } else {
-                            out.write(values.map(Self.text).joined(separator: "\t") + "\n")
-                        }
-                        first = false
-                    }
-                    if output.json { out.write("\n]}\n") }
+                    first = false
                 }
             }
-        } catch let error as DatabaseError {
+        } catch {
+            let (problem, status) = describe(error)
+            guard isDocumentOpen else {
+                out.flush()
+                throw failure(problem, status: status, json: json)
+            }
+            // > The rows printed so far stay; the document is closed with the error, so it is still one document.
+            out.write("\n],\"error\":\(Self.encoded(problem))}\n")
             out.flush()
-            FileHandle.standardError.write(Data("error: SQL: \(error.message ?? "\(error)")\n".utf8))
-            throw ExitCode(64)
+            throw failure(problem, status: status, json: false)
         }
+        if json { out.write("\n]}\n") }
         out.flush()
+    }
+
+    /// A query that SQLite or this command refuses: what to say, and the exit status.
+    private struct Refusal: Error {
+        var message: String
+    }
+
+    /// The one read-only statement in `sql`, or a ``Refusal`` that says what is wrong with the text.
+    private func oneStatement(in db: Database) throws -> Statement {
+        let cursor = try db.allStatements(sql: sql)
+        var statements: [Statement] = []
+        while let statement = try cursor.next() { statements.append(statement) }
+        guard statements.count == 1, let statement = statements.first else {
+            throw Refusal(message: statements.isEmpty
+                ? "the SQL text holds no statement; give one, such as \"SELECT count(*) FROM sqlite_master\""
+                : "the SQL text holds \(statements.count) statements and query runs one; run docconvert query once for each")
+        }
+        guard statement.isReadonly else { throw Refusal(message: Self.writeRefused) }
+        return statement
+    }
+
+    private static let writeRefused = "the statement would change the store, and query only reads; to change it, extract the store (docconvert extract --output) or apply a migration (docconvert migrate)"
+
+    /// An error of the query as one line naming the bundle, and its exit status.
+    private func describe(_ error: any Error) -> (ErrorJSON, Int32) {
+        let usage = DocumentError.Code.invalidArgument
+        switch error {
+        case let error as DocumentError:
+            return (ErrorJSON(error), DocConvert.exitStatus(for: error))
+        case let refusal as Refusal:
+            return (ErrorJSON(code: usage.description, message: "\(bundle): \(refusal.message)"), DocConvert.exitStatus(for: usage))
+        case let error as DatabaseError:
+            let message = error.resultCode == .SQLITE_READONLY ? Self.writeRefused
+                : "SQLite refused the query: \(error.message ?? "\(error.resultCode)"); check the SQL"
+            return (ErrorJSON(code: usage.description, message: "\(bundle): \(message)"), DocConvert.exitStatus(for: usage))
+        default:
+            return (ErrorJSON(code: DocumentError.Code.ioFailure.description, message: "\(bundle): \(error)"),
+                    DocConvert.exitStatus(for: .ioFailure))
+        }
+    }
+
+    /// The error object as the other JSON outputs show it (`code`, `entry` when there is one, `message`).
+    private static func encoded(_ error: ErrorJSON) -> String {
+        var members = ["\"code\":" + json(.text(error.code))]
+        if let entry = error.entry { members.append("\"entry\":" + json(.text(entry))) }
+        members.append("\"message\":" + json(.text(error.message)))
+        return "{" + members.joined(separator: ",") + "}"
     }
 
     enum Value {

@@ -65,7 +65,7 @@ struct Verify: ParsableCommand {
                 worst = worst ?? error
                 items.append(ItemJSON(path: bundle, ok: false, error: ErrorJSON(error)))
                 if !output.json {
-                    FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+                    FileHandle.standardError.write(Data("error: \(DocConvert.message(for: error))\n".utf8))
                 }
             }
         }

@@ -19,10 +19,20 @@ enum CLI {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates.last!
     }
 
-    static func execute(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+    /// Runs the binary with `arguments`, in `directory` when one is given (the current folder otherwise); with
+    /// `unprivileged`, as the user `nobody` when the tests run as root, so that a folder without write permission
+    /// refuses writes as it does for a user.
+    static func execute(_ arguments: [String], in directory: FilePath? = nil, unprivileged: Bool = false) throws
+        -> (status: Int32, stdout: String, stderr: String) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
+        if unprivileged && geteuid() == 0 {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "--", binary] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = arguments
+        }
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory.string) }
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err

@@ -75,7 +75,7 @@ struct QueryCommandTests {
         defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
         let (bundle, _) = try makeBundle(in: directory)
         let syntax = try CLI.execute(["query", bundle, "SELEC nothing"])
-        #expect(syntax.status == 64 && syntax.stderr.hasPrefix("error: SQL: "), "\(syntax)")
+        #expect(syntax.status == 64 && syntax.stderr.hasPrefix("error: \(bundle): SQLite refused the query: "), "\(syntax)")
         let write = try CLI.execute(["query", bundle, "DELETE FROM note"])
         #expect(write.status == 64, "\(write)")
         let missing = try CLI.execute(["query", directory.appending("None.mdz").string, "SELECT 1"])

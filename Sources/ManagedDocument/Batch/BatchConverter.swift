@@ -87,6 +87,12 @@ public struct BatchItem: Sendable, Codable, Equatable {
         public var code: String
         /// The error in words, with the path concerned.
         public var message: String
+
+        /// A failure with its code's name and its line.
+        public init(code: String, message: String) {
+            self.code = code
+            self.message = message
+        }
     }
 }
 
@@ -104,6 +110,9 @@ public struct BatchSummary: Sendable, Codable, Equatable {
     public var duration: Double = 0
     /// Stopped early (SIGINT/SIGTERM): items not started are not in the report; run again to finish.
     public var interrupted = false
+
+    /// An empty summary: no item, every outcome counted zero.
+    public init() {}
 
     /// The number of items with this outcome.
     public func count(_ outcome: BatchItem.Outcome) -> Int { outcomes[outcome.rawValue] ?? 0 }
@@ -165,7 +174,8 @@ public struct BatchProgress: Sendable {
 /// let summary = try await batch.run { item in print(item.outcome, item.source) }
 /// ```
 public final class BatchConverter: Sendable {
-    /// The folder (or single store) being converted, with a symbolic link given as the root resolved.
+    /// The folder (or single store) being converted: absolute (a relative root is taken from the current folder),
+    /// lexically normalised, with a symbolic link given as the root resolved.
     public let root: FilePath
     /// The options in force (the compression threads shared out among the jobs).
     public let options: BatchOptions
@@ -174,9 +184,17 @@ public final class BatchConverter: Sendable {
     private let guarded = Mutex<(progress: BatchProgress, cancelled: Bool)>((BatchProgress(), false))
 
     /// A batch over `root`; nothing happens until ``run(_:)``. `logger` receives one line per item and the run's summary.
+    ///
+    /// `root` may be relative (`"."`, `"./sub"`): it is taken from the current folder now, and items are reported
+    /// relative to it.
     public init(root: FilePath, options: BatchOptions = BatchOptions(),
                 logger: Logger = Logger(label: "ManagedDocument.batch", factory: { _ in SwiftLogNoOpLogHandler() })) {
         var root = root
+        // A relative root (`.`, `./`, `sub/..`) is taken from the current folder: lexically normalised it could be
+        // empty, which names no file. Items are reported relative to it all the same.
+        if root.isRelative {
+            root = FilePath(FileManager.default.currentDirectoryPath).pushing(root)
+        }
         // The root is the one symbolic link that is followed: the user named it.
         if (try? FileSystem.status(root))??.kind == .symlink,
            let resolved = root.withPlatformString({ realpath($0, nil) }) {
@@ -353,8 +371,7 @@ public final class BatchConverter: Sendable {
         case .notAStore(_, let relative, let kind, let reason):
             return (BatchItem(source: relative, kind: kind, outcome: .notAStore, reason: reason), nil)
         case .unreadable(_, let relative, let error):
-            return (BatchItem(source: relative, kind: "file", outcome: .failed,
-                              error: .init(code: error.code.description, message: error.description)), nil)
+            return (BatchItem(source: relative, kind: "file", outcome: .failed, error: failure(error)), nil)
         case .converted(let bundle, let relative, let metadata, let bytes):
             var done = BatchItem(source: relative, kind: metadata.provenance?.kind ?? "sqlite-store",
                                  outcome: .alreadyDone, bundle: self.relative(bundle))
@@ -397,13 +414,17 @@ public final class BatchConverter: Sendable {
                 if isCancelled { return nil }  // abandoned before it started: not part of this run
                 item.outcome = .busy
                 item.error = .init(code: error.code.description,
-                                   message: "\(target): another process (an app or another docconvert worker) has it open or is converting it; run again later")
+                                   message: "\(self.relative(target)): another process (an app or another docconvert worker) has it open or is converting it; run again later")
+            } else if error.code == .cannotCreate {
+                // > The document lock's own advice ("open it read-only") is for an app; here nothing can be converted.
+                item.error = .init(code: error.code.description,
+                                   message: "\(self.relative(target)): cannot create the lock file beside it (\(error.underlyingError.map { DocumentError.summary(of: $0) } ?? "the folder cannot be written")); make the folder writable for this user, or convert a copy of the store, and run again")
             } else {
-                item.error = .init(code: error.code.description, message: error.description)
+                item.error = failure(error)
             }
             return (item, nil)
         } catch {
-            item.error = .init(code: "ioFailure", message: "\(target): \(error)")
+            item.error = .init(code: "ioFailure", message: "\(self.relative(target)): \(DocumentError.summary(of: error))")
             return (item, nil)
         }
         do {
@@ -424,10 +445,10 @@ public final class BatchConverter: Sendable {
             }
         } catch let error as DocumentError {
             item.outcome = error.code == .storeBusy ? .busy : .failed
-            item.error = .init(code: error.code.description, message: error.description)
+            item.error = failure(error)
             return (item, nil)
         } catch {
-            item.error = .init(code: "ioFailure", message: "\(store.source): \(error)")
+            item.error = .init(code: "ioFailure", message: "\(relative): \(DocumentError.summary(of: error))")
             return (item, nil)
         }
         for lock in locks { lock.release() }
@@ -458,7 +479,7 @@ public final class BatchConverter: Sendable {
             guard validation.isValid else {
                 item.outcome = .failed
                 item.error = .init(code: DocumentError.Code.migrationChanged.description,
-                                   message: "\(bundle): \(validation.problems.joined(separator: "; ")); no migration was applied to it")
+                                   message: "\(relative(bundle)): \(validation.problems.joined(separator: "; ")); no migration was applied to it")
                 return
             }
             guard !validation.pending.isEmpty else {
@@ -474,14 +495,23 @@ public final class BatchConverter: Sendable {
             try await document.close(savingChanges: false)  // open saved once every migration succeeded
         } catch let error as DocumentError {
             item.outcome = error.code == .inUse ? .busy : .failed
-            item.error = .init(code: error.code.description, message: error.description)
+            item.error = failure(error)
         } catch {
             item.outcome = .failed
-            item.error = .init(code: "migrationFailed", message: "\(bundle): \(error)")
+            item.error = .init(code: "migrationFailed", message: "\(relative(bundle)): \(DocumentError.summary(of: error))")
         }
     }
 
     // MARK: Helpers
+
+    /// An item's failure: the code, and the error's line with its path relative to the root, as the items are.
+    private func failure(_ error: DocumentError) -> BatchItem.Failure {
+        // The root itself (a single store given as the root) is named as its item is: by its last component.
+        let path = error.path.map { FilePath(relative($0).isEmpty ? root.lastComponent?.string ?? "." : relative($0)) }
+        let shown = DocumentError(error.code, path: path, entry: error.entry, reason: error.reason,
+                                  underlyingError: error.underlyingError)
+        return .init(code: error.code.description, message: shown.description)
+    }
 
     private func relative(_ path: FilePath) -> String {
         let absolute = path.lexicallyNormalized()
@@ -503,8 +533,21 @@ public final class BatchConverter: Sendable {
         }
     }
 
+    /// The bytes a conversion reports as the source's (``ConversionReport/sourceBytes``, the provenance's files):
+    /// the store, its sidecars, Core Data's external data, a package's other files. A file that cannot be read counts
+    /// nothing here: the conversion reports it.
     private static func sourceBytes(_ store: LegacyStore) -> Int64 {
-        ([store.store] + store.sidecars).reduce(0) { $0 + ((try? FileSystem.status($1))??.size ?? 0) }
+        func size(_ path: FilePath) -> Int64 { (try? FileSystem.status(path))??.size ?? 0 }  // see above
+        var files = [store.store] + store.sidecars
+        if store.isPackage {
+            files += store.packageFiles.map { store.source.appending($0) }
+            if let plist = store.packageMetadata { files.append(plist) }
+        }
+        var total = files.reduce(0) { $0 + size($1) }
+        if let external = store.externalData, let content = try? BundleWriter.contentFiles(in: external, prefix: BundleLayout.externalDataPrefix) {
+            total += content.reduce(0) { $0 + size($1.source) }  // an unreadable folder fails the conversion itself
+        }
+        return total
     }
 }
 

@@ -181,7 +181,7 @@ public struct BatchReport: Codable, Sendable, Equatable {
         do {
             return try decoder.decode(BatchReport.self, from: data)
         } catch {
-            throw DocumentError(.invalidMetadata, path: path, reason: "is not a docconvert batch report (\(error))")
+            throw DocumentError(.invalidMetadata, path: path, reason: "is not a batch report written by docconvert (\(DocumentError.summary(of: error)))")
         }
     }
 
@@ -332,7 +332,7 @@ public final class BatchReportFile: Sendable {
             return nil
         } catch let error as DocumentError {
             throw DocumentError(.cannotCreate, path: path,
-                                reason: "is there and is not a batch report (\(error.reason)); choose another report file")
+                                reason: "\(error.code == .invalidMetadata ? error.reason : "cannot be read as a batch report (\(error.reason))"); it was left as it is: choose another report file")
         }
         if let conflict = run.conflict(with: previous) {
             throw DocumentError(.cannotCreate, path: path,
@@ -373,11 +373,14 @@ public final class BatchReportStream: Sendable {
         }
     }
 
-    /// Writes the summary and closes the document.
-    public func end(_ summary: BatchSummary, finishedAt: Date = Date()) {
+    /// Writes the summary and closes the document; `error`, when the run failed as a whole (its report could not
+    /// be written), is added as the document's `error` (`code`, `message`), so a reader still gets one document.
+    public func end(_ summary: BatchSummary, finishedAt: Date = Date(), error: BatchItem.Failure? = nil) {
         let summaryData = (try? BatchReport.encoder.encode(summary)) ?? Data("{}".utf8)
         let finished = (try? BatchReport.encoder.encode(finishedAt)) ?? Data("null".utf8)
-        write(Data("\n],\"summary\":".utf8) + summaryData + Data(",\"finishedAt\":".utf8) + finished + Data("}\n".utf8))
+        let errorData = error.flatMap { try? BatchReport.encoder.encode($0) }.map { Data(",\"error\":".utf8) + $0 } ?? Data()
+        write(Data("\n],\"summary\":".utf8) + summaryData + errorData + Data(",\"finishedAt\":".utf8) + finished
+              + Data("}\n".utf8))
     }
 
     private struct Header: Encodable {

@@ -142,7 +142,7 @@ struct BatchWalker {
             return .unreadable(path, relativePath: relative, error: error)
         } catch {
             return .unreadable(path, relativePath: relative,
-                               error: DocumentError(.ioFailure, path: path, reason: "\(error)"))
+                               error: DocumentError(.ioFailure, path: path, reason: "cannot be read (\(DocumentError.summary(of: error)))"))
         }
     }
 
@@ -155,7 +155,7 @@ struct BatchWalker {
             if error.code == .notFound { return nil }  // vanished since readdir (moved by a worker)
             return .unreadable(path, relativePath: relative, error: error)
         } catch {
-            return .unreadable(path, relativePath: relative, error: DocumentError(.ioFailure, path: path, reason: "\(error)"))
+            return .unreadable(path, relativePath: relative, error: DocumentError(.ioFailure, path: path, reason: "cannot be read (\(DocumentError.summary(of: error)))"))
         }
         switch detection {
         case .legacyStore(let store):
@@ -190,7 +190,7 @@ struct BatchWalker {
         } catch let error as DocumentError {
             return .notAStore(path, relativePath: relative, kind: "bundle", reason: "a damaged bundle (\(error.reason))")
         } catch {
-            return .notAStore(path, relativePath: relative, kind: "bundle", reason: "a damaged bundle (\(error))")
+            return .notAStore(path, relativePath: relative, kind: "bundle", reason: "a damaged bundle (\(DocumentError.summary(of: error)))")
         }
         guard let provenance = reader.metadata.provenance else {
             return .notAStore(path, relativePath: relative, kind: "bundle", reason: "a document bundle, not converted from a legacy store")

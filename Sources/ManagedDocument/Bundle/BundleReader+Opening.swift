@@ -62,7 +62,7 @@ extension BundleReader {
             let head = try file.read(0, 16)
             if StoreInspector.hasSQLiteHeader(head) {
                 throw DocumentError(.notADocument, path: path,
-                                    reason: "is a SQLite store, not a bundle; convert it with: docconvert convert \(path)")
+                                    reason: "is a SQLite store, not a bundle; convert it into one first: LegacyConverter().convert(storeAt:to:), or list it in Document.OpenOptions.legacyStoreLocations to convert it when the document opens")
             }
             if failure.kind == .notZip, head.count >= 4, head.readLE32(at: 0) == ZipLocalHeader.signature {
                 // > It starts like a zip archive but its end records are gone: a bundle cut short.

@@ -154,7 +154,7 @@ final class SegmentReuse {
             } catch {
                 hashing.state.withLock {
                     $0.failure = error as? DocumentError
-                        ?? DocumentError(.ioFailure, path: store, reason: "cannot read the store: \(error)")
+                        ?? DocumentError(.ioFailure, path: store, reason: "cannot read the store (\(DocumentError.summary(of: error)))")
                 }
                 hashing.published.signal()
             }

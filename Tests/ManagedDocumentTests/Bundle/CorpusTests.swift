@@ -60,7 +60,7 @@ struct CorpusTests {
         #expect(error?.code == .notADocument, "\(String(describing: error))")
         #expect(error?.path == file)
         if file.extension == "anki2" {
-            #expect(error?.reason.contains("docconvert convert") == true, "a SQLite file gets the convert hint")
+            #expect(error?.reason.contains("LegacyConverter") == true, "a SQLite file gets the convert hint")
         }
         #expect(Self.listing(corpusFolder) == corpusBefore, "nothing may appear beside the corpus file")
     }

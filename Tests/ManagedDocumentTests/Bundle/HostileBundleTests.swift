@@ -1002,7 +1002,7 @@ struct HostileBundleTests {
         try await withTemporaryDirectory { directory in
             let store = try Fixtures.makeStore(at: directory.appending("Notes.sqlite"), rows: 3)
             let error = try expectRefusal(store, in: directory, code: .notADocument, entry: nil)
-            #expect(error?.reason.contains("docconvert convert") == true, "\(String(describing: error))")
+            #expect(error?.reason.contains("LegacyConverter") == true, "\(String(describing: error))")
         }
     }
 

@@ -130,7 +130,7 @@ public final class BundleStore: Sendable {
     }
 
     /// A failed read's own error (a damaged segment) in place of SQLite's "disk I/O error".
-    private static func reported(_ error: any Error, store: SegmentedStore?, path: FilePath) -> any Error {
+    static func reported(_ error: any Error, store: SegmentedStore?, path: FilePath) -> any Error {
         if let failure = store?.failure { return failure }
         if let error = error as? DatabaseError, error.resultCode == .SQLITE_IOERR || error.resultCode == .SQLITE_CORRUPT {
             return DocumentError(.storeCorrupt, path: path, entry: BundleLayout.store,

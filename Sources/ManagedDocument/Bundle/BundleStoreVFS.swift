@@ -305,7 +305,7 @@ final class SegmentedStore: Sendable {
         let path = reader.path
         func damaged(_ reason: String, code: DocumentError.Code = .checksumMismatch) -> DocumentError {
             DocumentError(code, path: path, entry: BundleLayout.store,
-                          reason: "segment \(index) (bytes \(start)-\(start + Int64(length) - 1)) \(reason); no byte of it was used")
+                          reason: "\(isWhole ? "the store" : "segment \(index)") (bytes \(start)-\(start + Int64(length) - 1)) \(reason); no byte of it was used")
         }
         var bytes: [UInt8]
         if let offsets {

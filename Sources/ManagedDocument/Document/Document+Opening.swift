@@ -150,7 +150,12 @@ extension Document {
                let store = SegmentedStore(reader: reader, cacheSize: BundleStore.defaultCacheSize) {
                 // > Nothing extracted: SQLite reads the pages it needs from the bundle, each segment checked first.
                 let slot = StoreSlot(store, isImmutable: false)
-                let (queue, uri) = try BundleVFS.openQueue(slot, label: "ManagedDocument.document")
+                let queue: DatabaseQueue, uri: String
+                do {
+                    (queue, uri) = try BundleVFS.openQueue(slot, label: "ManagedDocument.document")
+                } catch {
+                    throw BundleStore.reported(error, store: store, path: path)  // a damaged segment, named
+                }
                 options.logger.debug("\(path): read-only, the store read from the bundle segment by segment")
                 do {
                     return try Document(path: path, isReadOnly: true, editingDisabled: true, metadata: reader.metadata,

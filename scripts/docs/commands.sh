@@ -14,7 +14,7 @@
 #
 # The runnable blocks run in order, in one bash process (so a variable set in one line is there in the next), from
 # a temporary folder holding a copy of Samples/stores at the same relative path, with `docconvert` on PATH and
-# TMPDIR inside the temporary folder; everything is removed afterwards. A line ending in `\` goes on to the next.
+# TMPDIR and HOME inside the temporary folder; everything is removed afterwards. A line ending in `\` goes on to the next.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"

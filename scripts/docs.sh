@@ -3,7 +3,10 @@
 #
 #   scripts/docs.sh            # check: no layer of the library reaches upward (scripts/docs/layers.py), the DocC
 #                              # catalog builds with warnings as errors, every public symbol of the library has a
-#                              # doc comment, the man page generates (CI runs this)
+#                              # doc comment, every Swift snippet of README.md and the DocC articles compiles in an
+#                              # outside package (scripts/docs/snippets.sh), every command of README.md runs as
+#                              # written or is marked illustrative (scripts/docs/commands.sh), the man page
+#                              # generates (CI runs this)
 #   scripts/docs.sh install [PREFIX]
 #                              # build docconvert (release), install it, its man page and its bash, zsh and fish
 #                              # completions under PREFIX (default /usr/local)
@@ -45,6 +48,10 @@ check() {
     python3 scripts/docs/undocumented.py "${graphs:-.build/symbolgraph}"/ManagedDocument.symbols.json
     log "checking that no layer of the library reaches upward"
     python3 scripts/docs/layers.py
+    log "running the commands of README.md"
+    scripts/docs/commands.sh
+    log "compiling the Swift snippets of README.md and the DocC articles in an outside package"
+    scripts/docs/snippets.sh
     manual
     log "documentation checks passed: $out"
 }

@@ -53,10 +53,10 @@ final class ParallelInflater {
     static func check(_ restarts: DeflateRestarts, size: UInt64, compressedSize: UInt64) -> String? {
         let interval = restarts.interval
         guard interval >= minInterval else { return "its interval of \(interval) bytes is below 64 KiB" }
-        guard let size = Int64(exactly: size), let compressedSize = Int64(exactly: compressedSize),
-              let expectedCount = DocumentMetadata.SegmentDigests.count(forSize: size, interval: interval) else {
+        guard let size = Int64(exactly: size), let compressedSize = Int64(exactly: compressedSize) else {
             return "the entry's sizes are beyond 2^63 - 1 bytes"
         }
+        let expectedCount = size / interval + (size % interval == 0 ? 0 : 1)  // size ≥ 0, interval ≥ 64 KiB: no overflow
         guard size > 0, Int64(restarts.offsets.count) == expectedCount else {
             return "it has \(restarts.offsets.count) segments where \(expectedCount) of \(interval) bytes make the store"
         }

@@ -26,7 +26,13 @@ struct Batch: AsyncParsableCommand {
             SLURM_ARRAY_TASK_ID are used; for Slurm, pass --shard-count with the size of the array first submitted \
             (the shard is the task ID modulo it), so one task resubmitted alone takes only its share. Each item is \
             converted under its document's lock, so overlapping workers never convert the same item twice. Merge \
-            the shards' --report files with Samples/fleet/merge-reports.sh (see the README).
+            the shards' --report files with `docconvert merge-reports FOLDER` (see the README).
+
+            Plans: on a shared file system, walk the tree once with --plan-only FILE (it changes nothing), then give \
+            every worker --plan FILE: each converts its share of the plan's items without listing a folder, so the \
+            file server sees one walk instead of one per worker. A store is still detected again under its lock \
+            when it is converted, and an item gone since the plan is reported as gone, so an old plan never \
+            converts anything wrongly; a plan cut short or changed after it was written is refused (exit 65).
 
             Progress (items, bytes, rate, ETA) goes to stderr: a live line on a terminal, a plain line every \
             --progress-interval seconds elsewhere, none with --quiet. Results go to stdout (--json: one JSON \
@@ -35,7 +41,8 @@ struct Batch: AsyncParsableCommand {
             written aside and renamed into place at the end. A FILE that is not a report, or another shard's, is \
             refused. Reports are never taken for items of the tree, wherever they are written.
 
-            Exit status: 0 every store is converted or was already; 65 at least one item failed; 75 none failed \
+            Exit status: 0 every store is converted or was already (or the plan was written); 65 at least one item \
+            failed, or the plan is damaged; 75 none failed \
             but at least one was busy (run again later); 130 or 143 interrupted by SIGINT or SIGTERM (run again \
             to finish); 64 usage error; 66 ROOT does not exist; 73 the report cannot be written.
 
@@ -44,6 +51,8 @@ struct Batch: AsyncParsableCommand {
               docconvert batch /srv/home --jobs 4 --report home.json
               docconvert batch /mnt/shared --shard 3/16 --legacy keep --report shard-3.json
               docconvert batch /mnt/shared --migrations migrations/ --json > report.json
+              docconvert batch /mnt/shared --plan-only /mnt/plans/shared.plan
+              docconvert batch /mnt/shared --plan /mnt/plans/shared.plan --shard 3/16 --report shard-3.json
             """
     )
 
@@ -79,6 +88,12 @@ struct Batch: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The number of shards, with JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID: the Job's completions, or the size of the Slurm array first submitted (the shard is then the task ID modulo n). Default: DOCCONVERT_SHARD_COUNT, else SLURM_ARRAY_TASK_COUNT.", valueName: "n"))
     var shardCount: Int?
 
+    @Option(name: .long, help: ArgumentHelp("Walk and classify the tree once, write its plan to this file for --plan, and change nothing.", valueName: "file"))
+    var planOnly: String?
+
+    @Option(name: .long, help: ArgumentHelp("Convert this shard's items of a plan made with --plan-only, without walking the tree.", valueName: "file"))
+    var plan: String?
+
     @Flag(name: .shortAndLong, help: "No progress on stderr.")
     var quiet = false
 
@@ -100,6 +115,13 @@ struct Batch: AsyncParsableCommand {
             _ = try parse { try BatchShard.fromEnvironment(ProcessInfo.processInfo.environment, count: shardCount) }
         }
         if let shardCount, shardCount < 1 { throw ValidationError("--shard-count must be at least 1") }
+        if planOnly != nil {
+            let conflicting = [(plan != nil, "--plan"), (shard != nil, "--shard"), (shardCount != nil, "--shard-count"),
+                               (report != nil, "--report"), (migrations != nil, "--migrations"), (dryRun, "--dry-run")]
+            if let (_, name) = conflicting.first(where: { $0.0 }) {
+                throw ValidationError("--plan-only walks the whole tree and changes nothing: it takes no \(name) (give it to the runs that use the plan)")
+            }
+        }
     }
 
     private func parse<T>(_ body: () throws -> T) throws -> T {
@@ -107,6 +129,7 @@ struct Batch: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if let planOnly { return try writePlan(to: FilePath(planOnly)) }
         var options = BatchOptions()
         options.jobs = jobs
         options.dryRun = dryRun
@@ -123,6 +146,9 @@ struct Batch: AsyncParsableCommand {
             options.migrations = try reportingErrors(json: outputOptions.json) { try SQLMigrationFolder(directory: FilePath(migrations)) }
         }
         let json = outputOptions.json
+        if let plan {
+            options.plan = try reportingErrors(json: json) { try BatchPlan(at: FilePath(plan)) }
+        }
         guard FileManager.default.fileExists(atPath: root) else {
             throw failure(ErrorJSON(code: DocumentError.Code.notFound.description,
                                     message: "\(root): no such file or folder; name the folder to convert"),
@@ -152,6 +178,12 @@ struct Batch: AsyncParsableCommand {
             batch.cancel()
         }
         if options.shard.count > 1 { console.message("shard \(options.shard) (from \(options.shard.origin))") }
+        if let plan = options.plan {
+            console.message("taking the items from the plan \(plan.path) (\(plan.header.items) items of \(plan.header.root), made \(plan.header.createdAt.formatted(.iso8601)))")
+            if plan.header.root != batch.root.string {
+                console.message("the plan was made from \(plan.header.root) and this run's root is \(batch.root): its paths are taken relative to \(batch.root)")
+            }
+        }
         let environment = ProcessInfo.processInfo.environment
         if shard == nil, shardCount == nil, environment["DOCCONVERT_SHARD_COUNT"] == nil,
            options.shard.origin == "SLURM_ARRAY_TASK_ID", options.shard.count == 1 {
@@ -183,6 +215,39 @@ struct Batch: AsyncParsableCommand {
         if summary.interrupted { throw ExitCode(128 + (signals.received ?? SIGINT)) }
         if summary.count(.failed) > 0 { throw ExitCode(65) }
         if summary.count(.busy) > 0 { throw ExitCode(75) }
+    }
+
+    /// `--plan-only`: walks once, writes the plan, prints what it holds.
+    private func writePlan(to path: FilePath) throws {
+        let json = outputOptions.json
+        guard FileManager.default.fileExists(atPath: root) else {
+            throw failure(ErrorJSON(code: DocumentError.Code.notFound.description,
+                                    message: "\(root): no such file or folder; name the folder to plan"),
+                          status: DocConvert.exitStatus(for: .notFound), json: json)
+        }
+        var options = BatchOptions()
+        options.conversion.backupDirectory = backupDir.map { FilePath($0) }
+        let batch = BatchConverter(root: FilePath(root), options: options)
+        let console = BatchConsole(batch: batch, quiet: quiet, interval: progressInterval, printsItems: false,
+                                   verbose: false, planning: true)
+        let signals = SignalTrap { signal, isSecond in
+            if isSecond { Foundation.exit(128 + signal) }
+            console.message("stopping the walk: no plan is written")
+            batch.cancel()
+        }
+        console.start()
+        let header = try reportingErrors(json: json) {
+            try batch.writePlan(to: path, generator: "docconvert \(ManagedDocumentVersion.string)")
+        }
+        console.stop()
+        guard let header else { throw ExitCode(128 + (signals.received ?? SIGINT)) }
+        if json {
+            struct Written: Encodable { var plan: String; var header: BatchPlan.Header }
+            try JSONOutput.print(Written(plan: path.string, header: header))
+            return
+        }
+        print("plan: \(path): \(header.items) items, \(header.stores) stores to convert (\(formatBytes(UInt64(header.bytes)))) under \(header.root)")
+        print("convert it with: docconvert batch \(root) --plan \(path) --shard K/N (or under a scheduler's array, as with a walk)")
     }
 
     /// What the console says on the first SIGINT or SIGTERM: how to abandon the items in progress, in the terms of

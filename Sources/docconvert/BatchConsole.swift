@@ -10,6 +10,8 @@ final class BatchConsole: Sendable {
     private let interval: Double
     private let printsItems: Bool
     private let verbose: Bool
+    /// A `--plan-only` walk: the progress line counts what was found.
+    private let planning: Bool
     private let isTerminal = isatty(STDERR_FILENO) == 1
     /// What the console has shown so far, behind one lock: items arrive from several threads.
     private struct Shown {
@@ -19,7 +21,8 @@ final class BatchConsole: Sendable {
     }
     private let shown = Mutex(Shown())
 
-    init(batch: BatchConverter, quiet: Bool, interval: Double, printsItems: Bool, verbose: Bool) {
+    init(batch: BatchConverter, quiet: Bool, interval: Double, printsItems: Bool, verbose: Bool, planning: Bool = false) {
+        self.planning = planning
         self.batch = batch
         self.quiet = quiet
         self.interval = interval
@@ -99,7 +102,9 @@ final class BatchConsole: Sendable {
         let rate = Double(progress.done) / elapsed
         let byteRate = Double(progress.doneBytes) / elapsed
         var text: String
-        if let total = progress.total {
+        if planning {
+            text = "planning: \(progress.found) items found (\(formatBytes(UInt64(progress.foundBytes))) of stores), \(String(format: "%.0f", Double(progress.found) / elapsed)) items/s"
+        } else if let total = progress.total {
             let mark = total.isFinal ? "" : "~"
             text = "\(progress.done)/\(mark)\(total.items) items"
             text += ", \(formatBytes(UInt64(progress.doneBytes))) of \(mark)\(formatBytes(UInt64(total.bytes)))"

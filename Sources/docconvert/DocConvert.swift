@@ -33,7 +33,7 @@ struct DocConvert: AsyncParsableCommand {
               docconvert batch /srv/home --jobs 4 --report home.json
             """,
         version: ManagedDocumentVersion.string,
-        subcommands: [Convert.self, Batch.self, Create.self, Inspect.self, Verify.self, Extract.self, Query.self, Migrate.self]
+        subcommands: [Convert.self, Batch.self, MergeReports.self, Create.self, Inspect.self, Verify.self, Extract.self, Query.self, Migrate.self]
     )
 
     /// Runs the command. A usage error with `--json` also prints `{"error": …}` on standard output, so that a script

@@ -28,6 +28,10 @@ public struct BatchOptions: Sendable {
     /// Also walk the tree ahead of the conversions, only classifying, so that ``BatchProgress`` knows the total
     /// (for a rate and an ETA) early. It reads each file's first bytes once more. Default: off.
     public var survey = false
+    /// Take the items from this plan (``BatchPlan``, made by ``BatchConverter/writePlan(to:generator:)``) instead of
+    /// walking the tree: only this shard's items are looked at, each when a job takes it. Default: none, the tree is
+    /// walked.
+    public var plan: BatchPlan?
 
     /// The defaults: one job per core, the whole tree, legacy files backed up.
     public init() {}
@@ -224,6 +228,61 @@ public final class BatchConverter: Sendable {
     /// Whether ``cancel()`` was called.
     public var isCancelled: Bool { guarded.withLock { $0.cancelled } }
 
+    /// Walks the tree once, only classifying, and writes its plan at `path` (aside, then renamed into place); nothing
+    /// in the tree is changed. ``progress`` counts the items as they are found. The shard, the dry run, the
+    /// migrations and ``BatchOptions/plan`` play no part: a plan holds the whole tree.
+    ///
+    /// - Returns: the plan's header; `nil` when ``cancel()`` stopped the walk (no plan is written then).
+    /// - Throws: ``DocumentError/Code/notFound`` when the root does not exist; ``DocumentError/Code/cannotCreate``
+    ///   or ``DocumentError/Code/ioFailure`` when the plan cannot be written (a plan already there is unchanged).
+    public func writePlan(to path: FilePath, generator: String = "ManagedDocument") throws -> BatchPlan.Header? {
+        guard try FileSystem.exists(root) else {
+            throw DocumentError(.notFound, path: root, reason: "no such file or folder")
+        }
+        let startedAt = Date()
+        guarded.withLock { $0.progress = BatchProgress(startedAt: startedAt) }
+        let writer = try BatchPlanWriter(target: path)
+        var failure: (any Error)?
+        let backup = options.conversion.backupDirectory?.lexicallyNormalized()
+        BatchWalker(root: root, backupDirectory: backup, startedAt: startedAt).walk { candidate in
+            guard !isCancelled else { return false }
+            let item = planItem(candidate)
+            guarded.withLock {
+                $0.progress.found += 1
+                $0.progress.foundBytes += item.bytes
+            }
+            do { try writer.add(item) } catch {
+                failure = error
+                return false
+            }
+            return true
+        }
+        if let failure { throw failure }
+        guard !isCancelled else { return nil }
+        guarded.withLock { $0.progress.walkFinished = true }
+        return try writer.commit(root: root, createdAt: startedAt, generator: generator, backupDirectory: backup)
+    }
+
+    /// A walk's candidate as a plan's item.
+    private func planItem(_ candidate: BatchCandidate) -> BatchPlan.Item {
+        let source = candidate.relativePath
+        let bytes = Self.sourceBytes(candidate)
+        switch candidate {
+        case .store(let store, _):
+            let kind = store.isPackage ? LegacyStore.Kind.uiManagedDocumentPackage.rawValue : "sqlite-store"
+            return .init(source: source, candidate: .store, kind: kind, bytes: bytes)
+        case .converted(let bundle, _, let metadata, _):
+            return .init(source: source, candidate: .converted, kind: metadata.provenance?.kind ?? "sqlite-store",
+                         bytes: bytes, bundle: relative(bundle))
+        case .notAStore(_, _, let kind, let reason):
+            return .init(source: source, candidate: .notAStore, kind: kind, bytes: 0, reason: reason)
+        case .unreadable(_, _, let error):
+            return .init(source: source, candidate: .unreadable, kind: "file", bytes: 0, error: failure(error))
+        case .planned(let item):
+            return item
+        }
+    }
+
     /// Runs the batch, calling `report` once per item as it finishes (one call at a time, on worker threads or
     /// tasks).
     ///
@@ -321,15 +380,11 @@ public final class BatchConverter: Sendable {
             thread.start()
         }
 
-        let surveyor = BatchWalker(root: root, backupDirectory: options.conversion.backupDirectory?.lexicallyNormalized(),
-                                   startedAt: startedAt)
-        var walker = surveyor
-        walker.removesStaleTemporaries = !options.dryRun  // the conversions' walk cleans up; the survey only counts
         let survey = DispatchGroup()
         if options.survey {
             survey.enter()
             let thread = Thread { [self] in
-                surveyor.walk { candidate in
+                forEachCandidate(startedAt: startedAt, cleaning: false) { candidate in
                     guard !isCancelled, !progress.walkFinished else { return false }  // the walk knows the total now
                     guard options.shard.owns(candidate.relativePath) else { return true }
                     let bytes = Self.sourceBytes(candidate)
@@ -345,7 +400,8 @@ public final class BatchConverter: Sendable {
             thread.name = "docconvert-survey"
             thread.start()
         }
-        walker.walk { [self] candidate in
+        // The conversions' walk cleans up stale temporaries; the survey only counts.
+        forEachCandidate(startedAt: startedAt, cleaning: !options.dryRun) { [self] candidate in
             guard !isCancelled else { return false }
             guard options.shard.owns(candidate.relativePath) else { return true }
             let bytes = Self.sourceBytes(candidate)
@@ -361,6 +417,26 @@ public final class BatchConverter: Sendable {
         survey.wait()
         // After a cancel, candidates still queued were never started: they are not part of this run's report.
         queue.close(discardingPending: true)
+    }
+
+    /// Every candidate of the tree, in order, until `visit` returns `false`: the plan's items when there is a plan,
+    /// else the walk's (which removes stale temporaries as it goes when `cleaning`).
+    private func forEachCandidate(startedAt: Date, cleaning: Bool, _ visit: (BatchCandidate) -> Bool) {
+        if let plan = options.plan {
+            do {
+                try plan.forEachItem { visit(.planned($0)) }
+            } catch let error as DocumentError {
+                // > Checked whole when it was opened: only a plan changed since then gets here.
+                _ = visit(.unreadable(plan.path, relativePath: plan.path.lastComponent?.string ?? "", error: error))
+            } catch {
+                _ = visit(.unreadable(plan.path, relativePath: "", error: DocumentError(.ioFailure, path: plan.path, reason: DocumentError.summary(of: error))))
+            }
+            return
+        }
+        var walker = BatchWalker(root: root, backupDirectory: options.conversion.backupDirectory?.lexicallyNormalized(),
+                                 startedAt: startedAt)
+        walker.removesStaleTemporaries = cleaning
+        walker.walk(visit)
     }
 
     // MARK: One item
@@ -382,7 +458,45 @@ public final class BatchConverter: Sendable {
             return (done, options.migrations != nil && !options.dryRun ? bundle : nil)
         case .store(let store, let relative):
             return convert(store, relative: relative)
+        case .planned(let item):
+            return process(resolve(item))
         }
+    }
+
+    /// A plan's item as the tree has it now: a store still there is converted (detected again under its lock), one
+    /// gone since the plan is found converted (its bundle) or reported gone; the rest as the plan says.
+    private func resolve(_ item: BatchPlan.Item) -> BatchCandidate {
+        let source = root.appending(item.source)
+        func gone(_ what: String) -> BatchCandidate {
+            .notAStore(source, relativePath: item.source, kind: item.kind,
+                       reason: "\(what) since the plan was made (moved or removed); nothing was done")
+        }
+        switch item.candidate {
+        case .store:
+            let isPackage = item.kind == LegacyStore.Kind.uiManagedDocumentPackage.rawValue
+            let store = LegacyStore(source: source, store: isPackage ? source.appending("StoreContent/persistentStore") : source,
+                                    isPackage: isPackage, sidecars: [], packageFiles: [])
+            if (try? FileSystem.status(source)) != nil { return .store(store, relativePath: item.source) }
+            // > Gone: converted since the plan (by a run without it, or an app), when its bundle says it was made
+            // > from this source.
+            return convertedBundle(at: store.defaultBundlePath, source: item.source) ?? gone("no longer there")
+        case .converted:
+            guard let bundle = item.bundle else { return gone("no bundle named") }
+            return convertedBundle(at: root.appending(bundle), source: item.source) ?? gone("its bundle is no longer there")
+        case .notAStore:
+            return .notAStore(source, relativePath: item.source, kind: item.kind, reason: item.reason ?? "not a store")
+        case .unreadable:
+            let failure = item.error ?? .init(code: DocumentError.Code.ioFailure.description, message: "could not be read")
+            return .unreadable(source, relativePath: item.source, error: DocumentError(
+                .ioFailure, path: source, reason: "could not be read when the plan was made (\(failure.message)); make the plan again once it can be read"))
+        }
+    }
+
+    /// The bundle at `path` as a converted item of `source` (relative), when it is a bundle made from it.
+    private func convertedBundle(at path: FilePath, source: String) -> BatchCandidate? {
+        guard let reader = try? BundleReader(at: path), let provenance = reader.metadata.provenance,
+              provenance.fileName == FilePath(source).lastComponent?.string else { return nil }
+        return .converted(bundle: path, relativePath: source, metadata: reader.metadata, bytes: Int64(reader.fileSize))
     }
 
     /// Converts one store under its document's lock; the item, and its bundle when migrations are to run on it.
@@ -530,6 +644,7 @@ public final class BatchConverter: Sendable {
         case .store(let store, _): return sourceBytes(store)
         case .converted(_, _, let metadata, _): return metadata.provenance?.size ?? 0
         case .notAStore, .unreadable: return 0
+        case .planned(let item): return item.bytes
         }
     }
 

@@ -69,10 +69,14 @@ public struct BatchReport: Codable, Sendable, Equatable {
         public var generator: String
         /// That run's own items, counted (an item it found done counts as `skipped-already-done` here).
         public var summary: BatchSummary
+        /// `true` for a run killed before it wrote its report (SIGKILL, the OOM killer, a lost node): what it recorded
+        /// was added by the next run of the shard, and ``finishedAt`` is when it last recorded an item.
+        public var killed: Bool?
 
         /// An attempt with these facts.
         public init(startedAt: Date, finishedAt: Date, host: String, processID: Int32, job: String?, jobs: Int,
-                    generator: String, summary: BatchSummary) {
+                    generator: String, summary: BatchSummary, killed: Bool? = nil) {
+            self.killed = killed
             self.startedAt = startedAt
             self.finishedAt = finishedAt
             self.host = host
@@ -115,9 +119,18 @@ public struct BatchReport: Codable, Sendable, Equatable {
     /// (a `converted` entry is never replaced by a later attempt's `skipped-already-done`), attempts appended,
     /// the summary recounted.
     public func merged(into previous: BatchReport?) -> BatchReport {
-        let attempt = Attempt(startedAt: startedAt, finishedAt: finishedAt ?? Date(), host: Self.hostName,
-                              processID: getpid(), job: Self.schedulerJob(ProcessInfo.processInfo.environment),
-                              jobs: jobs, generator: generator, summary: summary)
+        merged(into: previous, as: thisAttempt)
+    }
+
+    /// This process's run of the report, as an attempt.
+    var thisAttempt: Attempt {
+        Attempt(startedAt: startedAt, finishedAt: finishedAt ?? Date(), host: Self.hostName, processID: getpid(),
+                job: Self.schedulerJob(ProcessInfo.processInfo.environment), jobs: jobs, generator: generator,
+                summary: summary)
+    }
+
+    /// This run's items merged into `previous` as `attempt`.
+    func merged(into previous: BatchReport?, as attempt: Attempt) -> BatchReport {
         var result = self
         var bySource: [String: BatchItem] = [:]
         var earlier: [Attempt] = []
@@ -187,13 +200,7 @@ public struct BatchReport: Codable, Sendable, Equatable {
 
     /// Whether the file at `path` is a batch report (it starts with ``signature``): a walk skips those.
     public static func isReport(at path: FilePath) -> Bool {
-        guard let descriptor = try? FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec]) else {
-            return false
-        }
-        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
-        let expected = Array(signature.utf8)
-        guard let bytes = try? FileSystem.read(descriptor, at: 0, count: expected.count, path: path) else { return false }
-        return bytes == expected
+        FileSystem.prefix(of: path, count: signature.utf8.count) == Array(signature.utf8)
     }
 
     static var encoder: JSONEncoder {
@@ -229,8 +236,10 @@ public struct BatchReport: Codable, Sendable, Equatable {
 /// Two runs of the same shard that end at the same time both land: each merges under the folder's lock. A file
 /// at the path that is not a report, or is another shard's or a dry run's, is refused before the run starts
 /// (``init(path:run:)``), so no report is ever overwritten by an unrelated one. The spool is a locked
-/// `.NAME.*.partial` temporary (a walk never takes it for an item; a killed run's is removed by the next run). The
-/// merge at the end holds both runs' items in memory (about a kilobyte each), once.
+/// `.NAME.*.partial` temporary (a walk never takes it for an item) that starts with a line naming the run; a run
+/// killed before its report was written (SIGKILL, the OOM killer, a lost node) leaves its spool unlocked, and the next
+/// run of the shard adds what it recorded to the report as an attempt marked ``BatchReport/Attempt/killed`` before it
+/// starts, then removes it. The merge at the end holds both runs' items in memory (about a kilobyte each), once.
 ///
 /// ```swift
 /// let run = BatchReport(root: "/srv/home", shard: .all, dryRun: false, legacy: "backup",
@@ -261,7 +270,20 @@ public final class BatchReportFile: Sendable {
         self.run = run
         try AtomicFile.checkFolder(of: path)
         _ = try Self.previousReport(at: path, for: run)
-        spool = Mutex(Spool(file: try AtomicFile(target: path, replacing: true)))
+        try Self.withFolderLocked(of: path) {
+            for spool in BatchReportSpool.abandoned(beside: path) {
+                try spool.salvage(into: path, for: run)
+            }
+        }
+        let file = try AtomicFile(target: path, replacing: true)
+        do {
+            let header = try BatchReportSpool.header(of: run, attempt: run.thisAttempt)
+            try header.withUnsafeBytes { try FileSystem.writeAll(file.descriptor, $0, path: file.temporaryPath) }
+            spool = Mutex(Spool(file: file, offset: Int64(header.count)))
+        } catch {
+            file.discard()
+            throw error
+        }
     }
 
     /// Adds an item as it finishes; safe from any thread. A write that fails is reported by ``commit(summary:finishedAt:)``.
@@ -298,18 +320,26 @@ public final class BatchReportFile: Sendable {
             guard let file = spool.file else {
                 throw DocumentError(.cannotCreate, path: path, reason: "the report was already written")
             }
-            let bytes = try FileSystem.read(file.descriptor, at: 0, count: Int(spool.offset), path: file.temporaryPath)
-            let decoder = JSONDecoder()
-            decoder.dateDecodingStrategy = .iso8601
-            return try bytes.split(separator: UInt8(ascii: "\n")).map { line in
-                try decoder.decode(BatchItem.self, from: Data(line))
-            }
+            return try BatchReportSpool.items(in: file.descriptor, path: file.temporaryPath, upTo: spool.offset).items
         }
+        return try Self.withFolderLocked(of: path) {
+            let report = run.merged(into: try Self.previousReport(at: path, for: run))
+            try Self.write(report, to: path)
+            return report
+        }
+    }
+
+    /// Runs `body` under the exclusive lock of the report's folder, which every writer of a report there takes.
+    static func withFolderLocked<T>(of path: FilePath, _ body: () throws -> T) throws -> T {
         let parent = path.removingLastComponent()
         let folder = try FileSystem.openForReading(parent.isEmpty ? "." : parent)
         defer { try? folder.close() }  // Squash close error of a read-only descriptor (also drops the lock).
         _ = FileSystem.lockExclusively(folder, wait: true)
-        let report = run.merged(into: try Self.previousReport(at: path, for: run))
+        return try body()
+    }
+
+    /// Writes `report` at `path`: aside, flushed, renamed into place.
+    static func write(_ report: BatchReport, to path: FilePath) throws {
         let data = try report.encoded()
         let file = try AtomicFile(target: path, replacing: true, removingStale: false)
         do {
@@ -319,11 +349,10 @@ public final class BatchReportFile: Sendable {
             file.discard()
             throw error
         }
-        return report
     }
 
     /// The report an earlier run left at the path, `nil` when there is none.
-    private static func previousReport(at path: FilePath, for run: BatchReport) throws -> BatchReport? {
+    static func previousReport(at path: FilePath, for run: BatchReport) throws -> BatchReport? {
         guard try FileSystem.exists(path) else { return nil }
         let previous: BatchReport
         do {

@@ -16,11 +16,15 @@ enum BatchCandidate: Sendable {
     case notAStore(FilePath, relativePath: String, kind: String, reason: String)
     /// A folder or file that could not be read.
     case unreadable(FilePath, relativePath: String, error: DocumentError)
+    /// An item of a plan, looked at again only when a job takes it.
+    case planned(BatchPlan.Item)
 
     var relativePath: String {
         switch self {
         case .store(_, let path), .converted(_, let path, _, _), .notAStore(_, let path, _, _), .unreadable(_, let path, _):
             return path
+        case .planned(let item):
+            return item.source
         }
     }
 }
@@ -164,13 +168,20 @@ struct BatchWalker {
             if store != nil || belongsToConvertedStore(path) { return nil }
             return .notAStore(path, relativePath: relative, kind: "file", reason: "a SQLite sidecar file whose store is missing")
         case .notAStore(let reason):
-            // > A batch report (this run's, another worker's, a merged one) is the tool's own file, wherever it was
-            // > written: never an item.
-            if kind == .regular, BatchReport.isReport(at: path) { return nil }
+            // > A batch report (this run's, another worker's, a merged one) or a plan is the tool's own file, wherever
+            // > it was written: never an item.
+            if kind == .regular, Self.isToolFile(at: path) { return nil }
             return .notAStore(path, relativePath: relative, kind: Self.kindName(kind), reason: reason)
         case .bundle:
             return classifyBundle(path, relative: relative)
         }
+    }
+
+    /// Whether the file at `path` is a batch report or a batch plan (it starts with their signature).
+    static func isToolFile(at path: FilePath) -> Bool {
+        let count = max(BatchReport.signature.utf8.count, BatchPlan.signature.utf8.count)
+        guard let prefix = FileSystem.prefix(of: path, count: count) else { return false }
+        return prefix.starts(with: Array(BatchReport.signature.utf8)) || BatchPlan.isPlan(prefix: prefix)
     }
 
     /// A sidecar left while its store is being (or was) disposed of after conversion: its bundle is there.

@@ -223,6 +223,33 @@ enum FileSystem {
         }
     }
 
+    /// A new file without a name in `TMPDIR` (else `/tmp`), for scratch data that must vanish with the process.
+    static func unnamedTemporaryFile() throws -> FileDescriptor {
+        let folder = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        #if os(Linux)
+        let temporaryFile: Int32 = 0o20_000_000 | O_DIRECTORY  // O_TMPFILE
+        let unnamed = open(folder, temporaryFile | O_RDWR | O_CLOEXEC, 0o600)
+        if unnamed >= 0 { return FileDescriptor(rawValue: unnamed) }
+        #endif
+        var template = Array("\(folder)/docconvert.XXXXXX".utf8CString)
+        let named = mkstemp(&template)
+        guard named >= 0 else {
+            throw DocumentError.io("cannot create a temporary file", path: FilePath(folder), errno: Errno(rawValue: errno))
+        }
+        _ = unlink(template)
+        return FileDescriptor(rawValue: named)
+    }
+
+    /// The first `count` bytes of a regular file (fewer when it is shorter), without following a symbolic link;
+    /// `nil` when it cannot be opened or read.
+    static func prefix(of path: FilePath, count: Int) -> [UInt8]? {
+        guard let descriptor = try? FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec]) else {
+            return nil
+        }
+        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+        return try? read(descriptor, at: 0, count: count, path: path)
+    }
+
     /// Reads exactly `count` bytes at `offset`, or fewer at the end of the file.
     static func read(_ descriptor: FileDescriptor, at offset: Int64, count: Int, path: FilePath) throws -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)

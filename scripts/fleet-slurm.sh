@@ -16,7 +16,10 @@
 #              the first run converted (two attempts each)
 #   failures   one task cancelled with scancel and one docconvert killed with SIGKILL mid-run; the merger must say
 #              the tree is not finished; those two tasks resubmitted alone (--array=A,B): the tree complete, nothing
-#              converted twice
+#              converted twice, the killed run's items in its shard's report as an attempt marked killed (every
+#              store converted by exactly one attempt, or named in progress by the killed one)
+#   plan       Samples/fleet/plan.slurm walks the tree once, then the array converts from the plan
+#              (--dependency=afterok): the tree complete, every task took its items from the plan
 #   twice      two arrays over the same tree at once (a retried job beside the original): each item converted once,
 #              both runs in every shard's report
 #   readonly   a subtree mounted read-only: its stores reported failed and left as they were, the rest converted
@@ -37,7 +40,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 STORES=${FLEET_STORES:-2000}
 TASKS=${FLEET_TASKS:-6}
-SCENARIOS=${FLEET_SCENARIOS:-"array failures twice readonly kubernetes"}
+SCENARIOS=${FLEET_SCENARIOS:-"array failures twice readonly kubernetes plan"}
 [[ $STORES =~ ^[1-9][0-9]*$ && $TASKS =~ ^[1-9][0-9]*$ ]] || { echo "FLEET_STORES and FLEET_TASKS must be positive numbers" >&2; exit 64; }
 [[ $(id -u) == 0 ]] || { echo "fleet-slurm.sh runs Slurm's daemons and bind mounts: run it as root" >&2; exit 77; }
 source scripts/fleet/cluster.sh
@@ -154,7 +157,7 @@ check_merger() {
     rm -rf "$bad" && cp -a "$reports" "$bad"
     jq -c '.shard = {index: 0, count: 1, origin: "SLURM_ARRAY_TASK_ID"}' "$reports/shard-1.json" > "$bad/stray.json"
     merger_status
-    [[ $status == 65 && ! -s $bad.out ]] && grep -q "disagree on the number of shards" "$bad.err" \
+    [[ $status == 65 ]] && jq -e '.error and (.items | not)' "$bad.out" >/dev/null && grep -q "disagree on the number of shards" "$bad.err" \
         || fail "merger: shard counts that disagree gave exit $status: $(cat "$bad.err")"
     # A count other than the one given.
     rm -rf "$bad" && cp -a "$reports" "$bad"
@@ -227,6 +230,37 @@ scenario_failures() {
     check_complete failures "$tree" "$WORK/failures/merged.json"
     jq -e --argjson tasks "$TASKS" '.shardCount == $tasks' "$WORK/failures/merged.json" >/dev/null \
         || fail "failures: a resubmitted task did not keep the array's shard count"
+    # The killed run's history was salvaged by the resubmitted task: an attempt marked killed in its shard's report,
+    # and every store converted by exactly one attempt or named in progress by the killed one (its conversion may
+    # have completed just before the kill; the rerun then found it done).
+    local report="$tree/.docconvert-reports/shard-$((killed % TASKS)).json" accounted
+    jq -e '[.attempts[] | select(.killed == true)] | length == 1' "$report" >/dev/null \
+        || fail "failures: the killed run is not in its shard's report: $(jq -c '[.attempts[] | {killed, summary: .summary.outcomes}]' "$report")"
+    accounted=$(jq -s --slurpfile merged "$WORK/failures/merged.json" '
+        ([.[].attempts[].summary.outcomes.converted] | add)
+        + ([.[].attempts[].inProgress // [] | .[]] as $started
+           | [$merged[0].items[] | select(.outcome == "skipped-already-done" and (.source | IN($started[])))] | length)' \
+        "$tree"/.docconvert-reports/shard-*.json)
+    [[ $accounted == "$STORE_COUNT" ]] \
+        || fail "failures: attempts account for $accounted conversions, expected $STORE_COUNT (killed run's items lost?)"
+    log "failures: the killed run's attempt: $(jq -c '.attempts[] | select(.killed == true) | {converted: .summary.outcomes.converted, inProgress: (.inProgress // [] | length)}' "$report")"
+}
+
+scenario_plan() {
+    local tree plan job plan_job
+    tree=$(fresh_tree plan)
+    plan="$WORK/plan/tree.plan"
+    plan_job=$(cd "$WORK/plan/logs" && cluster_submit --export="ALL,ROOT=$tree,PLAN=$plan" "$root/Samples/fleet/plan.slurm")
+    job=$(cd "$WORK/plan/logs" && cluster_submit --cpus-per-task=1 --array="0-$((TASKS - 1))" --dependency="afterok:$plan_job" \
+        --export="ALL,ROOT=$tree,SHARDS=$TASKS,JOBS=1,PLAN=$plan" "$root/Samples/fleet/batch.slurm")
+    log "plan: plan job $plan_job, then array $job (afterok)"
+    cluster_wait "$plan_job" "$job"
+    [[ -s $plan ]] || { fail "plan: no plan was written: $(cat "$WORK/plan/logs"/docconvert-plan-*.log)"; return; }
+    [[ $(head -1 "$plan" | jq '.items') == "$ITEMS" ]] || fail "plan: the plan holds $(head -1 "$plan" | jq '.items') items, the tree $ITEMS"
+    merge "$tree" "$WORK/plan/merged.json" 1
+    check_complete plan "$tree" "$WORK/plan/merged.json" --converted "$STORE_COUNT"
+    [[ $(grep -l "taking the items from the plan" "$WORK/plan/logs"/docconvert-"$job"_*.log | wc -l) == "$TASKS" ]] \
+        || fail "plan: not every task took its items from the plan"
 }
 
 scenario_twice() {
@@ -318,7 +352,7 @@ EOF
 
 for scenario in $SCENARIOS; do
     case $scenario in
-        array|failures|twice|readonly|kubernetes) "scenario_$scenario" ;;
+        array|failures|twice|readonly|kubernetes|plan) "scenario_$scenario" ;;
         *) echo "unknown scenario '$scenario'" >&2; exit 64 ;;
     esac
 done

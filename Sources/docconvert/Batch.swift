@@ -192,7 +192,7 @@ struct Batch: AsyncParsableCommand {
         console.start()
         let summary: BatchSummary
         do {
-            summary = try await batch.run { item in
+            summary = try await batch.run(starting: { reportFile?.start($0) }) { item in
                 // One call at a time (BatchConverter.run's contract): the stream, the file and the console in order.
                 stream?.item(item)
                 reportFile?.add(item)

@@ -294,6 +294,14 @@ public final class BatchConverter: Sendable {
     ///
     /// - Throws: ``DocumentError/Code/notFound`` when the root does not exist.
     public func run(_ report: @escaping @Sendable (BatchItem) -> Void) async throws -> BatchSummary {
+        try await run(starting: { _ in }, report)
+    }
+
+    /// Runs the batch as ``run(_:)`` does, also calling `starting` with an item's source (relative to the root) when
+    /// its conversion starts, under its lock: ``BatchReportFile/start(_:)`` records it, so that a run killed
+    /// meanwhile leaves the names of the items it was converting.
+    public func run(starting: @escaping @Sendable (String) -> Void,
+                    _ report: @escaping @Sendable (BatchItem) -> Void) async throws -> BatchSummary {
         guard try FileSystem.exists(root) else {
             throw DocumentError(.notFound, path: root, reason: "no such file or folder")
         }
@@ -313,7 +321,7 @@ public final class BatchConverter: Sendable {
         let (converted, migrations) = AsyncStream.makeStream(of: PendingMigration.self)
         await withTaskCancellationHandler {
             async let conversions: Void = onThread(named: "docconvert-batch") {
-                self.convertAll(startedAt: startedAt, finish: finish, migrate: { migrations.yield($0) })
+                self.convertAll(startedAt: startedAt, starting: starting, finish: finish, migrate: { migrations.yield($0) })
                 migrations.finish()
             }
             await withTaskGroup(of: Void.self) { group in
@@ -350,7 +358,8 @@ public final class BatchConverter: Sendable {
     }
 
     /// The walk feeding the worker threads; returns when every worker is done. Blocks: runs on a thread of its own.
-    private func convertAll(startedAt: Date, finish: @escaping @Sendable (BatchItem) -> Void,
+    private func convertAll(startedAt: Date, starting: @escaping @Sendable (String) -> Void,
+                            finish: @escaping @Sendable (BatchItem) -> Void,
                             migrate: @escaping @Sendable (PendingMigration) -> Void) {
         let capacity = max(1, options.queueCapacity ?? options.jobs * 4)
         let queue = BoundedQueue<BatchCandidate>(capacity: capacity)
@@ -364,7 +373,7 @@ public final class BatchConverter: Sendable {
             let thread = Thread { [self] in
                 while !isCancelled, let candidate = queue.pop() {
                     let started = Date()
-                    let done = turns.withTurn { isCancelled ? nil : process(candidate) }
+                    let done = turns.withTurn { isCancelled ? nil : process(candidate, starting: starting) }
                     guard case (var item, let bundle)? = done else { continue }
                     if let bundle {
                         migrate(PendingMigration(item: item, bundle: bundle, started: started))
@@ -442,7 +451,7 @@ public final class BatchConverter: Sendable {
     // MARK: One item
 
     /// One candidate's item, and the bundle to migrate before it is reported (when migrations are asked for).
-    private func process(_ candidate: BatchCandidate) -> (BatchItem, FilePath?)? {
+    private func process(_ candidate: BatchCandidate, starting: (String) -> Void) -> (BatchItem, FilePath?)? {
         switch candidate {
         case .notAStore(_, let relative, let kind, let reason):
             return (BatchItem(source: relative, kind: kind, outcome: .notAStore, reason: reason), nil)
@@ -457,9 +466,9 @@ public final class BatchConverter: Sendable {
             done.sourceSHA256 = metadata.provenance?.mainFileSHA256
             return (done, options.migrations != nil && !options.dryRun ? bundle : nil)
         case .store(let store, let relative):
-            return convert(store, relative: relative)
+            return convert(store, relative: relative, starting: starting)
         case .planned(let item):
-            return process(resolve(item))
+            return process(resolve(item), starting: starting)
         }
     }
 
@@ -469,20 +478,34 @@ public final class BatchConverter: Sendable {
         let source = root.appending(item.source)
         func gone(_ what: String) -> BatchCandidate {
             .notAStore(source, relativePath: item.source, kind: item.kind,
-                       reason: "\(what) since the plan was made (moved or removed); nothing was done")
+                       reason: "\(what): changed since the plan was made; nothing was done")
         }
         switch item.candidate {
         case .store:
-            let isPackage = item.kind == LegacyStore.Kind.uiManagedDocumentPackage.rawValue
-            let store = LegacyStore(source: source, store: isPackage ? source.appending("StoreContent/persistentStore") : source,
-                                    isPackage: isPackage, sidecars: [], packageFiles: [])
-            if (try? FileSystem.status(source)) != nil { return .store(store, relativePath: item.source) }
-            // > Gone: converted since the plan (by a run without it, or an app), when its bundle says it was made
-            // > from this source.
-            return convertedBundle(at: store.defaultBundlePath, source: item.source) ?? gone("no longer there")
+            // > Looked at again (its first bytes, its sidecars): it may have changed since the plan. The conversion
+            // > detects it once more under its lock.
+            switch try? LegacyDetector.detect(at: source) {
+            case .legacyStore(let store)?:
+                return .store(store, relativePath: item.source)
+            case .notAStore(let reason)?:
+                return gone("not a store any more (\(reason))")
+            case .bundle?, .sidecar?:
+                return gone("not a store any more")
+            case nil:
+                // > Gone: converted since the plan (by a run without it, or an app), when its bundle says it was
+                // > made from this source.
+                // > (`STEM.mdz`, or `NAME.mdz` when a sibling with the same stem took that name.)
+                let isPackage = item.kind == LegacyStore.Kind.uiManagedDocumentPackage.rawValue
+                let bundle = LegacyStore(source: source, store: source, isPackage: isPackage, sidecars: [],
+                                         packageFiles: []).defaultBundlePath
+                let alternative = bundle.removingLastComponent()
+                    .appending("\(source.lastComponent?.string ?? "").\(BundleLayout.defaultExtension)")
+                return convertedBundle(at: bundle, source: item.source) ?? convertedBundle(at: alternative, source: item.source)
+                    ?? gone("no longer there (moved or removed)")
+            }
         case .converted:
             guard let bundle = item.bundle else { return gone("no bundle named") }
-            return convertedBundle(at: root.appending(bundle), source: item.source) ?? gone("its bundle is no longer there")
+            return convertedBundle(at: root.appending(bundle), source: item.source) ?? gone("its bundle is no longer there (moved or removed)")
         case .notAStore:
             return .notAStore(source, relativePath: item.source, kind: item.kind, reason: item.reason ?? "not a store")
         case .unreadable:
@@ -500,7 +523,7 @@ public final class BatchConverter: Sendable {
     }
 
     /// Converts one store under its document's lock; the item, and its bundle when migrations are to run on it.
-    private func convert(_ store: LegacyStore, relative: String) -> (BatchItem, FilePath?)? {
+    private func convert(_ store: LegacyStore, relative: String, starting: (String) -> Void) -> (BatchItem, FilePath?)? {
         let name = store.source.lastComponent?.string ?? ""
         var target = store.defaultBundlePath
         var item = BatchItem(source: relative, kind: store.isPackage ? LegacyStore.Kind.uiManagedDocumentPackage.rawValue : "sqlite-store",
@@ -541,6 +564,7 @@ public final class BatchConverter: Sendable {
             item.error = .init(code: "ioFailure", message: "\(self.relative(target)): \(DocumentError.summary(of: error))")
             return (item, nil)
         }
+        starting(relative)
         do {
             // Detected again under the lock: another worker may have converted and moved it meanwhile.
             let report = try LegacyConverter(options: options.conversion, logger: logger)

@@ -72,6 +72,9 @@ public struct BatchReport: Codable, Sendable, Equatable {
         /// `true` for a run killed before it wrote its report (SIGKILL, the OOM killer, a lost node): what it recorded
         /// was added by the next run of the shard, and ``finishedAt`` is when it last recorded an item.
         public var killed: Bool?
+        /// For a killed run: the items it had started and not finished when it died (at most two per job). Their
+        /// conversion may have completed: a later run finds those `skipped-already-done`.
+        public var inProgress: [String]?
 
         /// An attempt with these facts.
         public init(startedAt: Date, finishedAt: Date, host: String, processID: Int32, job: String?, jobs: Int,
@@ -236,7 +239,7 @@ public struct BatchReport: Codable, Sendable, Equatable {
 /// Two runs of the same shard that end at the same time both land: each merges under the folder's lock. A file
 /// at the path that is not a report, or is another shard's or a dry run's, is refused before the run starts
 /// (``init(path:run:)``), so no report is ever overwritten by an unrelated one. The spool is a locked
-/// `.NAME.*.partial` temporary (a walk never takes it for an item) that starts with a line naming the run; a run
+/// `.NAME.*.spool` file (a walk never takes it for an item, nor removes it) that starts with a line naming the run; a run
 /// killed before its report was written (SIGKILL, the OOM killer, a lost node) leaves its spool unlocked, and the next
 /// run of the shard adds what it recorded to the report as an attempt marked ``BatchReport/Attempt/killed`` before it
 /// starts, then removes it. The merge at the end holds both runs' items in memory (about a kilobyte each), once.
@@ -254,9 +257,10 @@ public final class BatchReportFile: Sendable {
     private let run: BatchReport
     private let spool: Mutex<Spool>
 
-    /// This run's items as JSON lines in a temporary file beside the report.
+    /// This run's items as JSON lines in a file beside the report (``BatchReportSpool``), locked while the run lives.
     private struct Spool {
-        var file: AtomicFile?
+        var descriptor: FileDescriptor?
+        var path: FilePath
         var offset: Int64 = 0
         var failure: DocumentError?
     }
@@ -275,28 +279,46 @@ public final class BatchReportFile: Sendable {
                 try spool.salvage(into: path, for: run)
             }
         }
-        let file = try AtomicFile(target: path, replacing: true)
+        try AtomicFile.removeStaleTemporaries(for: path)
+        let (descriptor, spoolPath) = try BatchReportSpool.create(beside: path)
         do {
             let header = try BatchReportSpool.header(of: run, attempt: run.thisAttempt)
-            try header.withUnsafeBytes { try FileSystem.writeAll(file.descriptor, $0, path: file.temporaryPath) }
-            spool = Mutex(Spool(file: file, offset: Int64(header.count)))
+            try header.withUnsafeBytes { try FileSystem.writeAll(descriptor, $0, path: spoolPath) }
+            spool = Mutex(Spool(descriptor: descriptor, path: spoolPath, offset: Int64(header.count)))
         } catch {
-            file.discard()
+            try? FileSystem.removeFile(spoolPath)  // Cleanup after a first error: nothing was recorded.
+            try? descriptor.close()  // Squash close error of a file just removed.
             throw error
         }
+    }
+
+    deinit {
+        // > A report never committed (the app gave up on it) leaves its spool: the next run of the shard adds it.
+        spool.withLock { try? $0.descriptor?.close() }  // Squash close error: the spool stays for the next run.
+    }
+
+    /// Records that an item's conversion starts (``BatchConverter/run(starting:_:)``), so that a run killed while
+    /// converting it leaves its name behind; safe from any thread.
+    public func start(_ source: String) {
+        guard let line = try? BatchReport.encoder.encode(BatchReportSpool.Started(started: source)) else { return }
+        append(line)
     }
 
     /// Adds an item as it finishes; safe from any thread. A write that fails is reported by ``commit(summary:finishedAt:)``.
     public func add(_ item: BatchItem) {
         guard let line = try? BatchReport.encoder.encode(item) else { return }
+        append(line)
+    }
+
+    private func append(_ line: Data) {
         spool.withLock { spool in
-            guard spool.failure == nil, let file = spool.file else { return }
+            guard spool.failure == nil, let descriptor = spool.descriptor else { return }
             let bytes = line + Data("\n".utf8)
             do {
-                _ = try bytes.withUnsafeBytes { try file.descriptor.writeAll(toAbsoluteOffset: spool.offset, $0) }
+                _ = try bytes.withUnsafeBytes { try descriptor.writeAll(toAbsoluteOffset: spool.offset, $0) }
                 spool.offset += Int64(bytes.count)
             } catch {
-                spool.failure = DocumentError.io("cannot write the report's items aside", path: file.temporaryPath,
+                spool.failure = DocumentError.io("cannot write the report's items aside", path: spool.path,
                                                  errno: error as? Errno)
             }
         }
@@ -311,20 +333,22 @@ public final class BatchReportFile: Sendable {
         var run = self.run
         run.summary = summary
         run.finishedAt = finishedAt
-        run.items = try spool.withLock { spool in
-            defer {
-                spool.file?.discard()
-                spool.file = nil
-            }
+        // > The spool stays locked until the report that holds its items is in place: a failure on the way leaves it
+        // > for the next run of the shard, which adds what it recorded.
+        return try spool.withLock { spool in
             if let failure = spool.failure { throw failure }
-            guard let file = spool.file else {
+            guard let descriptor = spool.descriptor else {
                 throw DocumentError(.cannotCreate, path: path, reason: "the report was already written")
             }
-            return try BatchReportSpool.items(in: file.descriptor, path: file.temporaryPath, upTo: spool.offset).items
-        }
-        return try Self.withFolderLocked(of: path) {
-            let report = run.merged(into: try Self.previousReport(at: path, for: run))
-            try Self.write(report, to: path)
+            run.items = try BatchReportSpool.items(in: descriptor, path: spool.path, upTo: spool.offset).items
+            let report = try Self.withFolderLocked(of: path) {
+                let report = run.merged(into: try Self.previousReport(at: path, for: run))
+                try Self.write(report, to: path)
+                return report
+            }
+            try? FileSystem.removeFile(spool.path)  // Cleanup: its items are in the report; a leftover is an empty attempt.
+            try? descriptor.close()  // Squash close error of a removed spool.
+            spool.descriptor = nil
             return report
         }
     }

@@ -194,7 +194,7 @@ public struct BatchReportMerger: Sendable {
     private static func killedRuns(in folder: FilePath) -> [String] {
         guard let names = try? FileSystem.contentsOfDirectory(folder) else { return [] }
         return names.sorted().filter { name in
-            name.hasPrefix(".") && name.hasSuffix(AtomicFile.temporarySuffix)
+            name.hasPrefix(".") && name.hasSuffix(BatchReportSpool.suffix)
                 && BatchReportSpool.isAbandoned(folder.appending(name))
         }
     }

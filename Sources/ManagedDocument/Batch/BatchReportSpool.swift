@@ -5,6 +5,9 @@ import SystemPackage
 /// per line. A spool whose lock is free belongs to a run that died before it wrote its report: ``salvage(into:for:)``
 /// adds what it recorded to the report, as an attempt marked killed, then removes it.
 struct BatchReportSpool {
+    /// A spool is `.<report name>.<random>.spool` beside its report: not a `.partial` temporary, so no cleaner of
+    /// stale temporaries (a walk, another run) removes a dead run's spool before its shard's next run adds it.
+    static let suffix = ".spool"
     static let formatKey = "docconvertBatchSpool"
     static var signature: String { "{\"\(formatKey)\":" }
 
@@ -15,9 +18,29 @@ struct BatchReportSpool {
         var attempt: BatchReport.Attempt
     }
 
+    /// The line that says an item's conversion starts.
+    struct Started: Codable {
+        var started: String
+    }
+
     let path: FilePath
     /// Open and locked by this process: no other run salvages it meanwhile.
     private let descriptor: FileDescriptor
+
+    /// A new spool beside the report at `path`, created already locked.
+    static func create(beside path: FilePath) throws -> (FileDescriptor, FilePath) {
+        guard let name = path.lastComponent?.string else {
+            throw DocumentError(.cannotCreate, path: path, reason: "the report has no file name")
+        }
+        let random = UUID().uuidString.prefix(8).lowercased()
+        let spool = path.removingLastComponent().appending(".\(name).\(random)\(suffix)")
+        do {
+            return (try AtomicFile.createLocked(spool, ownership: AtomicFile.FinalOwnership(target: nil, restrictingTo: nil)), spool)
+        } catch let error as Errno {
+            throw DocumentError(.cannotCreate, path: path, reason: "cannot create the file its items are written to while the run goes",
+                                underlyingError: error)
+        }
+    }
 
     /// The first line of a new spool.
     static func header(of run: BatchReport, attempt: BatchReport.Attempt) throws -> Data {
@@ -35,22 +58,41 @@ struct BatchReportSpool {
 
     /// The items of a spool (after its first line) up to `end`, and its header when it has one; a last line cut short
     /// (the run died while writing it) is left out.
-    static func items(in descriptor: FileDescriptor, path: FilePath, upTo end: Int64? = nil) throws -> (items: [BatchItem], run: BatchReport?, attempt: BatchReport.Attempt?) {
+    static func items(in descriptor: FileDescriptor, path: FilePath, upTo end: Int64? = nil) throws -> Contents {
         var lines = LineReader(descriptor, path: path, maxLineLength: ReportCursor.maxLineLength)
-        var items: [BatchItem] = []
-        var header: Header?
+        var contents = Contents()
+        var started: Set<String> = []
+        let startKey = Array("{\"started\":".utf8)
         while let line = try lines.next(), line.isTerminated, end.map({ line.offset < $0 }) ?? true {
             if line.offset == 0, line.bytes.starts(with: Array(signature.utf8)) {
-                header = try? BatchPlan.decoder.decode(Header.self, from: Data(line.bytes))
+                let header = try? BatchPlan.decoder.decode(Header.self, from: Data(line.bytes))
+                contents.run = header?.run
+                contents.attempt = header?.attempt
                 continue
             }
             do {
-                items.append(try BatchPlan.decoder.decode(BatchItem.self, from: Data(line.bytes)))
+                if line.bytes.starts(with: startKey) {
+                    started.insert(try BatchPlan.decoder.decode(Started.self, from: Data(line.bytes)).started)
+                    continue
+                }
+                let item = try BatchPlan.decoder.decode(BatchItem.self, from: Data(line.bytes))
+                started.remove(item.source)
+                contents.items.append(item)
             } catch {
                 throw DocumentError(.invalidMetadata, path: path, reason: "holds a line that is not an item at offset \(line.offset) (\(DocumentError.summary(of: error)))")
             }
         }
-        return (items, header?.run, header?.attempt)
+        contents.inProgress = started.sorted()
+        return contents
+    }
+
+    /// What a spool holds.
+    struct Contents {
+        var items: [BatchItem] = []
+        /// Items started and not finished.
+        var inProgress: [String] = []
+        var run: BatchReport?
+        var attempt: BatchReport.Attempt?
     }
 
     /// The spools beside the report at `path` whose run is dead (their lock taken by this process), oldest first.
@@ -58,7 +100,7 @@ struct BatchReportSpool {
         let folder = path.removingLastComponent()
         guard let name = path.lastComponent?.string,
               let names = try? FileSystem.contentsOfDirectory(folder.isEmpty ? "." : folder) else { return [] }
-        return names.sorted().filter { $0.hasPrefix(".\(name).") && $0.hasSuffix(AtomicFile.temporarySuffix) }
+        return names.sorted().filter { $0.hasPrefix(".\(name).") && $0.hasSuffix(suffix) }
             .compactMap { BatchReportSpool(claiming: (folder.isEmpty ? "." : folder).appending($0)) }
     }
 
@@ -96,6 +138,7 @@ struct BatchReportSpool {
         summary.interrupted = true
         attempt.summary = summary
         attempt.killed = true
+        attempt.inProgress = read.inProgress.isEmpty ? nil : read.inProgress
         killed.summary = summary
         killed.finishedAt = attempt.finishedAt
         let report = killed.merged(into: try BatchReportFile.previousReport(at: reportPath, for: current), as: attempt)

@@ -35,7 +35,7 @@ enum BatchCandidate: Sendable {
 /// What it does not report, because each is part of something else or belongs to the converter:
 /// sidecars whose store exists (`NAME-wal`, `NAME-shm`, `NAME-journal`), Core Data support folders
 /// (`.STEM_SUPPORT`), the converter's own temporaries (`.NAME.*.partial`, `.NAME.*.partial.d`: removed when stale and
-/// ``removesStaleTemporaries`` is set), document locks
+/// ``removesStaleTemporaries`` is set), report spools (`.NAME.*.spool`: a dead run's is kept for its shard's next run), document locks
 /// (`.NAME.mdz.lock`), batch reports (files that start with ``BatchReport/signature``), backup folders
 /// (`docconvert-backup`, and the configured one), the inside of packages, and
 /// bundles whose source is still beside them or that were written after `startedAt` (this run, or a worker running
@@ -114,7 +114,7 @@ struct BatchWalker {
     private func isOwnFile(_ name: String) -> Bool {
         guard name.hasPrefix(".") else { return false }
         return name.hasSuffix(AtomicFile.temporarySuffix) || name.hasSuffix(ScratchDirectory.suffix)
-            || name.hasSuffix(".\(bundleExtension).lock")
+            || name.hasSuffix(".\(bundleExtension).lock") || name.hasSuffix(BatchReportSpool.suffix)
     }
 
     private func isSupportFolder(_ name: String) -> Bool {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Makes and checks trees of legacy stores for the fleet scripts (scripts/fleet-slurm.sh, scripts/bench-fleet.sh).
 
-  tree.py make ROOT --stores N [--samples DIR] [--corpus DIR] [--seed S] > manifest.json
+  tree.py make ROOT --stores N [--others M] [--samples DIR] [--corpus DIR] [--seed S] > manifest.json
   tree.py check ROOT MANIFEST MERGED_REPORT [--failed-under PREFIX] [--attempts-converted N]
 
 `make` writes N generated stores (plain rollback-journal stores, WAL stores whose rows are only in the -wal, and
@@ -173,6 +173,18 @@ def make(args):
         with open(path, "wb") as handle:
             handle.write(data)
         items[relative] = {"outcome": "not-a-store", "sha256": file_digest(path)}
+    # Everything else a home folder holds: small files that are not stores, a few dozen per folder.
+    extensions = (".txt", ".json", ".png", ".md", ".csv", ".plist", ".log", "")
+    for number in range(args.others):
+        relative = f"home/user{number % 97:02d}/Documents/d{number // 40 % 4000:04d}/file-{number}{extensions[number % len(extensions)]}"
+        path = os.path.join(root, relative)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        data = (f"file {number}\n" * rng.randint(1, 40)).encode() if number % 4 else rng.randbytes(rng.randint(0, 3000))
+        if data.startswith(SQLITE):
+            data = b"x" + data
+        with open(path, "wb") as handle:
+            handle.write(data)
+        items[relative] = {"outcome": "not-a-store", "sha256": hashlib.sha256(data).hexdigest()}
     corrupt = "home/user05/Damaged.sqlite"
     path = os.path.join(root, corrupt)
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -272,6 +284,7 @@ def main():
     maker = commands.add_parser("make")
     maker.add_argument("root")
     maker.add_argument("--stores", type=int, default=300)
+    maker.add_argument("--others", type=int, default=0, help="small files that are not stores, as a home tree holds")
     maker.add_argument("--samples")
     maker.add_argument("--corpus")
     maker.add_argument("--seed", type=int, default=1)

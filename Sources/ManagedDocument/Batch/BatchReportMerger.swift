@@ -76,7 +76,7 @@ public struct BatchReportMerger: Sendable {
     public let files: [FilePath]
 
     /// Finds the reports in `folder`: files named `*.json` that start with ``BatchReport/signature``, and any
-    /// `shard-*.json`.
+    /// `shard-*.json`; a merged report (written there by an earlier merge) is left out.
     ///
     /// - Throws: ``DocumentError/Code/notFound`` when the folder does not exist or holds no report.
     public init(folder: FilePath, expectedShards: Int? = nil) throws {
@@ -85,11 +85,13 @@ public struct BatchReportMerger: Sendable {
         guard FileSystem.isDirectory(folder) else {
             throw DocumentError(.notFound, path: folder, reason: "is not a folder")
         }
+        // > A merged report written beside the shards' (it starts with the same signature) is not a shard's.
+        let merged = Array("\(BatchReport.signature)\(BatchReport.formatVersion),\"merged\":true".utf8)
         files = try FileSystem.contentsOfDirectory(folder).sorted().filter { name in
             guard name.hasSuffix(".json"), !name.hasPrefix(".") else { return false }
-            let path = folder.appending(name)
-            return name.hasPrefix("shard-") || FileSystem.prefix(of: path, count: BatchReport.signature.utf8.count)
-                == Array(BatchReport.signature.utf8)
+            let prefix = FileSystem.prefix(of: folder.appending(name), count: merged.count) ?? []
+            if prefix == merged { return false }
+            return name.hasPrefix("shard-") || prefix.starts(with: Array(BatchReport.signature.utf8))
         }.map { folder.appending($0) }
         guard !files.isEmpty else {
             let killed = Self.killedRuns(in: folder)

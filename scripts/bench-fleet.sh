@@ -22,6 +22,8 @@
 #   BENCH_TASKS=2        tasks in each array (one CPU each, one conversion at a time each)
 #   BENCH_JOBS=nproc     --jobs of the single process
 #   BENCH_DIR=/tmp       where the work folder goes (about 1 GiB for the default tree, four times)
+#   BENCH_TREE=folder    a tree made earlier by `tree.py make folder/pristine … > folder/manifest.json` with the same
+#                        counts (making the default tree takes about 20 minutes here), used read-only
 # Needs root, strace, /usr/bin/time. Release build of docconvert.
 set -euo pipefail
 invocation="$0${*:+ $*}"
@@ -59,16 +61,22 @@ chmod +x "$WORK/docconvert-timed"
 git show 1daa82e:Samples/fleet/merge-reports.sh > "$WORK/merge-reports-jq.sh"
 chmod +x "$WORK/merge-reports-jq.sh"
 
-log "making a tree of $STORES stores and $OTHERS other files"
-python3 scripts/fleet/tree.py make "$WORK/pristine" --stores "$STORES" --others "$OTHERS" --samples Samples/stores > "$WORK/manifest.json"
-ITEMS=$(jq '.items | length' "$WORK/manifest.json")
-STORE_COUNT=$(jq '[.items[] | select(.outcome == "converted")] | length' "$WORK/manifest.json")
-SIZE=$(du -sm "$WORK/pristine" | cut -f1)
+if [[ -n ${BENCH_TREE:-} ]]; then
+    PRISTINE=$BENCH_TREE/pristine MANIFEST=$BENCH_TREE/manifest.json
+    [[ -d $PRISTINE && -s $MANIFEST ]] || { echo "BENCH_TREE=$BENCH_TREE holds no pristine/ and manifest.json" >&2; exit 66; }
+else
+    PRISTINE=$WORK/pristine MANIFEST=$WORK/manifest.json
+    log "making a tree of $STORES stores and $OTHERS other files"
+    python3 scripts/fleet/tree.py make "$PRISTINE" --stores "$STORES" --others "$OTHERS" --samples Samples/stores > "$MANIFEST"
+fi
+ITEMS=$(jq '.items | length' "$MANIFEST")
+STORE_COUNT=$(jq '[.items[] | select(.outcome == "converted")] | length' "$MANIFEST")
+SIZE=$(du -sm "$PRISTINE" | cut -f1)
 log "tree: $ITEMS items, $STORE_COUNT stores, $SIZE MiB"
 
 now() { date +%s%N; }
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-fresh() { rm -rf "$WORK/$1" && cp -a "$WORK/pristine" "$WORK/$1" && sync; }
+fresh() { rm -rf "$WORK/$1" && mkdir "$WORK/$1" && cp -a "$PRISTINE/." "$WORK/$1" && sync; }
 declare -A results
 record() { results[$1]+="$2 "; }
 peak_rss() { cat "$@" | awk '{ print $2 }' | sort -n | tail -1; }
@@ -132,7 +140,7 @@ for round in $(seq "$RUNS"); do
 done
 
 log "checking the last plan array's tree against the manifest"
-python3 scripts/fleet/tree.py check "$WORK/tree-plan" "$WORK/manifest.json" "$WORK/merged.json" --converted "$STORE_COUNT"
+python3 scripts/fleet/tree.py check "$WORK/tree-plan" "$MANIFEST" "$WORK/merged.json" --converted "$STORE_COUNT"
 cmp <(jq -S '.items' "$WORK/merged.json") <(jq -S '.items' "$WORK/merged-jq.json") \
     || { echo "merge-reports and the jq merger disagree on the items" >&2; exit 1; }
 

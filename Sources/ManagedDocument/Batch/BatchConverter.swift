@@ -124,11 +124,22 @@ public struct BatchSummary: Sendable, Codable, Equatable {
     /// Whether anything failed or was busy.
     public var hasProblems: Bool { count(.failed) + count(.busy) > 0 }
 
+    /// Counts an item. The sizes add up without trapping, whatever a report read from disk claims: a total past
+    /// `Int64.max` stays there.
     mutating func add(_ item: BatchItem) {
         outcomes[item.outcome.rawValue, default: 0] += 1
         items += 1
-        bytesIn += item.bytesIn
-        bytesOut += item.bytesOut
+        bytesIn = bytesIn.addingSaturated(item.bytesIn)
+        bytesOut = bytesOut.addingSaturated(item.bytesOut)
+    }
+}
+
+extension Int64 {
+    /// `self + value` for byte counts that may come from a file: a negative value counts nothing, and a total past
+    /// `Int64.max` stays there instead of trapping.
+    func addingSaturated(_ value: Int64) -> Int64 {
+        let (result, overflow) = addingReportingOverflow(Swift.max(0, value))
+        return overflow ? .max : result
     }
 }
 
@@ -249,7 +260,7 @@ public final class BatchConverter: Sendable {
             let item = planItem(candidate)
             guarded.withLock {
                 $0.progress.found += 1
-                $0.progress.foundBytes += item.bytes
+                $0.progress.foundBytes = $0.progress.foundBytes.addingSaturated(item.bytes)
             }
             do { try writer.add(item) } catch {
                 failure = error
@@ -312,7 +323,7 @@ public final class BatchConverter: Sendable {
             summary.withLock { summary in
                 guarded.withLock {
                     $0.progress.done += 1
-                    $0.progress.doneBytes += item.bytesIn
+                    $0.progress.doneBytes = $0.progress.doneBytes.addingSaturated(item.bytesIn)
                 }
                 summary.add(item)
                 report(item)
@@ -399,7 +410,7 @@ public final class BatchConverter: Sendable {
                     let bytes = Self.sourceBytes(candidate)
                     guarded.withLock {
                         $0.progress.surveyed += 1
-                        $0.progress.surveyedBytes += bytes
+                        $0.progress.surveyedBytes = $0.progress.surveyedBytes.addingSaturated(bytes)
                     }
                     return true
                 }
@@ -416,7 +427,7 @@ public final class BatchConverter: Sendable {
             let bytes = Self.sourceBytes(candidate)
             guarded.withLock {
                 $0.progress.found += 1
-                $0.progress.foundBytes += bytes
+                $0.progress.foundBytes = $0.progress.foundBytes.addingSaturated(bytes)
             }
             return queue.push(candidate, unlessCancelled: { self.isCancelled })
         }

@@ -234,7 +234,7 @@ final class BatchPlanWriter {
         }
         offset += Int64(line.count)
         count += 1
-        bytes += item.bytes
+        bytes = bytes.addingSaturated(item.bytes)
         if item.candidate == .store { stores += 1 }
     }
 

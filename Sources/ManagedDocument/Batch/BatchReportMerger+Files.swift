@@ -80,6 +80,9 @@ final class ReportCursor {
             item = sorted[position]
             position += 1
         }
+        guard item.bytesIn >= 0, item.bytesOut >= 0 else {
+            throw Self.notAReport(path, "the item '\(item.source)' has a negative size")
+        }
         if let previous, !(previous < item.source) {
             throw Self.notAReport(path, "its items are not sorted by source ('\(item.source)' after '\(previous)'): it was changed after docconvert wrote it")
         }

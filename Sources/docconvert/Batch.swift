@@ -147,7 +147,8 @@ struct Batch: AsyncParsableCommand {
         }
         let json = outputOptions.json
         if let plan {
-            options.plan = try reportingErrors(json: json) { try BatchPlan(at: FilePath(plan)) }
+            let shard = options.shard
+            options.plan = try reportingErrors(json: json) { try BatchPlan(at: FilePath(plan), shard: shard) }
         }
         guard FileManager.default.fileExists(atPath: root) else {
             throw failure(ErrorJSON(code: DocumentError.Code.notFound.description,
@@ -179,7 +180,7 @@ struct Batch: AsyncParsableCommand {
         }
         if options.shard.count > 1 { console.message("shard \(options.shard) (from \(options.shard.origin))") }
         if let plan = options.plan {
-            console.message("taking the items from the plan \(plan.path) (\(plan.header.items) items of \(plan.header.root), made \(plan.header.createdAt.formatted(.iso8601)))")
+            console.message("taking the items from the plan \(plan.path): \(plan.shareItems) of its \(plan.header.items) items (of \(plan.header.root), made \(plan.header.createdAt.formatted(.iso8601)))")
             if plan.header.root != batch.root.string {
                 console.message("the plan was made from \(plan.header.root) and this run's root is \(batch.root): its paths are taken relative to \(batch.root)")
             }

@@ -28,9 +28,9 @@ public struct BatchOptions: Sendable {
     /// Also walk the tree ahead of the conversions, only classifying, so that ``BatchProgress`` knows the total
     /// (for a rate and an ETA) early. It reads each file's first bytes once more. Default: off.
     public var survey = false
-    /// Take the items from this plan (``BatchPlan``, made by ``BatchConverter/writePlan(to:generator:)``) instead of
-    /// walking the tree: only this shard's items are looked at, each when a job takes it. Default: none, the tree is
-    /// walked.
+    /// Take the items from this plan (``BatchPlan``, made by ``BatchConverter/writePlan(to:generator:)``, opened for
+    /// ``shard``) instead of walking the tree: only this shard's items are looked at, each when a job takes it, and
+    /// the progress knows their total from the start. Default: none, the tree is walked.
     public var plan: BatchPlan?
 
     /// The defaults: one job per core, the whole tree, legacy files backed up.
@@ -252,26 +252,46 @@ public final class BatchConverter: Sendable {
         }
         let startedAt = Date()
         guarded.withLock { $0.progress = BatchProgress(startedAt: startedAt) }
-        let writer = try BatchPlanWriter(target: path)
-        var failure: (any Error)?
-        let backup = options.conversion.backupDirectory?.lexicallyNormalized()
-        BatchWalker(root: root, backupDirectory: backup, startedAt: startedAt).walk { candidate in
-            guard !isCancelled else { return false }
-            let item = planItem(candidate)
-            guarded.withLock {
-                $0.progress.found += 1
-                $0.progress.foundBytes = $0.progress.foundBytes.addingSaturated(item.bytes)
+        let writer = Mutex(try BatchPlanWriter(target: path))
+        let failure = Mutex<DocumentError?>(nil)
+        let walker = BatchWalker(root: root, backupDirectory: options.conversion.backupDirectory?.lexicallyNormalized(),
+                                 startedAt: startedAt)
+        // > The walk lists folders on this thread; `jobs` threads read the files' first bytes and write the items
+        // > (in the order they are classified: a plan's order does not matter).
+        let queue = BoundedQueue<BatchCandidate>(capacity: 256)
+        let classifiers = DispatchGroup()
+        for number in 0..<max(1, options.jobs) {
+            classifiers.enter()
+            let thread = Thread { [self] in
+                while let entry = queue.pop() {
+                    guard let candidate = walker.classify(entry) else { continue }
+                    let item = planItem(candidate)
+                    guarded.withLock {
+                        $0.progress.found += 1
+                        $0.progress.foundBytes = $0.progress.foundBytes.addingSaturated(item.bytes)
+                    }
+                    do { try writer.withLock { try $0.add(item) } } catch {
+                        failure.withLock { $0 = $0 ?? (error as? DocumentError) ?? .io("cannot write the plan", path: path) }
+                        cancel()
+                    }
+                }
+                classifiers.leave()
             }
-            do { try writer.add(item) } catch {
-                failure = error
-                return false
-            }
-            return true
+            thread.name = "docconvert-plan-\(number)"
+            thread.stackSize = 1 << 20
+            thread.start()
         }
-        if let failure { throw failure }
+        walker.walk(classifyingFiles: false) { entry in
+            queue.push(entry, unlessCancelled: { self.isCancelled })
+        }
+        queue.close(discardingPending: isCancelled)
+        classifiers.wait()
+        if let failure = failure.withLock({ $0 }) { throw failure }
         guard !isCancelled else { return nil }
         guarded.withLock { $0.progress.walkFinished = true }
-        return try writer.commit(root: root, createdAt: startedAt, generator: generator, backupDirectory: backup)
+        return try writer.withLock {
+            try $0.commit(root: root, createdAt: startedAt, generator: generator, backupDirectory: walker.backupDirectory)
+        }
     }
 
     /// A walk's candidate as a plan's item.
@@ -291,6 +311,8 @@ public final class BatchConverter: Sendable {
             return .init(source: source, candidate: .unreadable, kind: "file", bytes: 0, error: failure(error))
         case .planned(let item):
             return item
+        case .unclassified(_, let relative, _):
+            return .init(source: relative, candidate: .notAStore, kind: "file", bytes: 0, reason: "not classified")
         }
     }
 
@@ -317,7 +339,19 @@ public final class BatchConverter: Sendable {
             throw DocumentError(.notFound, path: root, reason: "no such file or folder")
         }
         let startedAt = Date()
-        guarded.withLock { $0.progress = BatchProgress(startedAt: startedAt) }
+        var share = options.plan
+        if let opened = share, opened.shard.index != options.shard.index || opened.shard.count != options.shard.count {
+            share = try BatchPlan(at: opened.path, shard: options.shard)  // opened for another share
+        }
+        let plan = share
+        guarded.withLock {
+            $0.progress = BatchProgress(startedAt: startedAt)
+            if let plan {
+                $0.progress.surveyed = plan.shareItems
+                $0.progress.surveyedBytes = plan.shareBytes
+                $0.progress.surveyFinished = true
+            }
+        }
         let summary = Mutex(BatchSummary())
         let finish: @Sendable (BatchItem) -> Void = { [self] item in
             summary.withLock { summary in
@@ -332,7 +366,8 @@ public final class BatchConverter: Sendable {
         let (converted, migrations) = AsyncStream.makeStream(of: PendingMigration.self)
         await withTaskCancellationHandler {
             async let conversions: Void = onThread(named: "docconvert-batch") {
-                self.convertAll(startedAt: startedAt, starting: starting, finish: finish, migrate: { migrations.yield($0) })
+                self.convertAll(startedAt: startedAt, plan: plan, starting: starting, finish: finish,
+                                migrate: { migrations.yield($0) })
                 migrations.finish()
             }
             await withTaskGroup(of: Void.self) { group in
@@ -369,7 +404,7 @@ public final class BatchConverter: Sendable {
     }
 
     /// The walk feeding the worker threads; returns when every worker is done. Blocks: runs on a thread of its own.
-    private func convertAll(startedAt: Date, starting: @escaping @Sendable (String) -> Void,
+    private func convertAll(startedAt: Date, plan: BatchPlan?, starting: @escaping @Sendable (String) -> Void,
                             finish: @escaping @Sendable (BatchItem) -> Void,
                             migrate: @escaping @Sendable (PendingMigration) -> Void) {
         let capacity = max(1, options.queueCapacity ?? options.jobs * 4)
@@ -401,10 +436,10 @@ public final class BatchConverter: Sendable {
         }
 
         let survey = DispatchGroup()
-        if options.survey {
+        if options.survey && plan == nil {  // a plan's share is counted when it is opened
             survey.enter()
             let thread = Thread { [self] in
-                forEachCandidate(startedAt: startedAt, cleaning: false) { candidate in
+                forEachCandidate(startedAt: startedAt, plan: nil, cleaning: false) { candidate in
                     guard !isCancelled, !progress.walkFinished else { return false }  // the walk knows the total now
                     guard options.shard.owns(candidate.relativePath) else { return true }
                     let bytes = Self.sourceBytes(candidate)
@@ -421,7 +456,7 @@ public final class BatchConverter: Sendable {
             thread.start()
         }
         // The conversions' walk cleans up stale temporaries; the survey only counts.
-        forEachCandidate(startedAt: startedAt, cleaning: !options.dryRun) { [self] candidate in
+        forEachCandidate(startedAt: startedAt, plan: plan, cleaning: !options.dryRun) { [self] candidate in
             guard !isCancelled else { return false }
             guard options.shard.owns(candidate.relativePath) else { return true }
             let bytes = Self.sourceBytes(candidate)
@@ -439,10 +474,10 @@ public final class BatchConverter: Sendable {
         queue.close(discardingPending: true)
     }
 
-    /// Every candidate of the tree, in order, until `visit` returns `false`: the plan's items when there is a plan,
+    /// Every candidate of the tree, in order, until `visit` returns `false`: the plan's share when there is a plan,
     /// else the walk's (which removes stale temporaries as it goes when `cleaning`).
-    private func forEachCandidate(startedAt: Date, cleaning: Bool, _ visit: (BatchCandidate) -> Bool) {
-        if let plan = options.plan {
+    private func forEachCandidate(startedAt: Date, plan: BatchPlan?, cleaning: Bool, _ visit: (BatchCandidate) -> Bool) {
+        if let plan {
             do {
                 try plan.forEachItem { visit(.planned($0)) }
             } catch let error as DocumentError {
@@ -480,6 +515,9 @@ public final class BatchConverter: Sendable {
             return convert(store, relative: relative, starting: starting)
         case .planned(let item):
             return process(resolve(item), starting: starting)
+        case .unclassified:
+            let walker = BatchWalker(root: root, backupDirectory: options.conversion.backupDirectory, startedAt: Date())
+            return walker.classify(candidate).flatMap { process($0, starting: starting) }
         }
     }
 
@@ -678,7 +716,7 @@ public final class BatchConverter: Sendable {
         switch candidate {
         case .store(let store, _): return sourceBytes(store)
         case .converted(_, _, let metadata, _): return metadata.provenance?.size ?? 0
-        case .notAStore, .unreadable: return 0
+        case .notAStore, .unreadable, .unclassified: return 0
         case .planned(let item): return item.bytes
         }
     }

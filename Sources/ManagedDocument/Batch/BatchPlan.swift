@@ -25,8 +25,8 @@ import SystemPackage
 /// ```swift
 /// let header = try BatchConverter(root: "/srv/home").writePlan(to: "/srv/plans/home.plan")
 /// var options = BatchOptions()
-/// options.plan = try BatchPlan(at: "/srv/plans/home.plan")
 /// options.shard = try BatchShard(parsing: "3/16")
+/// options.plan = try BatchPlan(at: "/srv/plans/home.plan", shard: options.shard)
 /// let summary = try await BatchConverter(root: "/srv/home", options: options).run { _ in }
 /// ```
 public struct BatchPlan: Sendable {
@@ -95,26 +95,44 @@ public struct BatchPlan: Sendable {
     public let path: FilePath
     /// Its first line.
     public let header: Header
+    /// The share of the plan it was opened for.
+    public let shard: BatchShard
+    /// The share's items, and their source bytes.
+    public let shareItems: Int
+    /// Source bytes of the share's items.
+    public let shareBytes: Int64
+    /// One bit per item line: whether the shard owns it (an eighth of a byte per item of the tree).
+    private let owned: [UInt64]
 
-    /// Opens a plan and checks it whole: its header, every line's shape and path, the item count and the checksum.
+    /// Opens a plan for `shard`'s share and checks it whole, in one pass: its header, the item count and the
+    /// checksum of every line, and every line of the share (its shape, its path). Lines of other shards are hashed
+    /// and their source read, not otherwise looked at.
     ///
     /// - Throws: ``DocumentError/Code/notFound`` when there is no file; ``DocumentError/Code/invalidMetadata`` when
     ///   it is not a plan or was cut short or changed since it was written; ``DocumentError/Code/newerFormat`` for a
     ///   later version; ``DocumentError/Code/pathTraversal`` for an item path that leaves the root.
-    public init(at path: FilePath) throws {
+    public init(at path: FilePath, shard: BatchShard = .all) throws {
         self.path = path
+        self.shard = shard
         let descriptor = try FileSystem.openForReading(path)
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
         var lines = LineReader(descriptor, path: path, maxLineLength: Self.maxLineLength)
         guard let first = try lines.next(), first.isTerminated else { throw Self.notAPlan(path, "it is empty or has no header line") }
         header = try Self.header(from: first.bytes, path: path)
         var hasher = SHA256()
-        var count = 0
+        var count = 0, shareItems = 0, shareBytes: Int64 = 0
+        var owned: [UInt64] = []
         while let line = try lines.next() {
             guard line.isTerminated else { throw Self.damaged(path, "its last line is cut short") }
             hasher.update(data: line.bytes)
             hasher.update(data: [UInt8(ascii: "\n")])
-            _ = try Self.item(from: line.bytes, path: path, offset: line.offset)
+            if count % 64 == 0 { owned.append(0) }
+            if shard.owns(try Self.source(of: line.bytes, path: path, offset: line.offset)) {
+                let item = try Self.item(from: line.bytes, path: path, offset: line.offset)
+                owned[count / 64] |= 1 << UInt64(count % 64)
+                shareItems += 1
+                shareBytes = shareBytes.addingSaturated(item.bytes)
+            }
             count += 1
         }
         guard count == header.items else {
@@ -123,15 +141,21 @@ public struct BatchPlan: Sendable {
         guard hasher.finalize().hexString == header.sha256 else {
             throw Self.damaged(path, "its items do not match the checksum in its header")
         }
+        self.owned = owned
+        self.shareItems = shareItems
+        self.shareBytes = shareBytes
     }
 
-    /// Calls `visit` with every item, in the plan's order, until it returns `false`.
+    /// Calls `visit` with every item of the share, in the plan's order, until it returns `false`.
     func forEachItem(_ visit: (Item) -> Bool) throws {
         let descriptor = try FileSystem.openForReading(path)
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
         var lines = LineReader(descriptor, path: path, maxLineLength: Self.maxLineLength)
         _ = try lines.next()
+        var number = 0
         while let line = try lines.next() {
+            defer { number += 1 }
+            guard number / 64 < owned.count, owned[number / 64] & (1 << UInt64(number % 64)) != 0 else { continue }
             if !visit(try Self.item(from: line.bytes, path: path, offset: line.offset)) { return }
         }
     }
@@ -163,6 +187,16 @@ public struct BatchPlan: Sendable {
             throw damaged(path, "its header's numbers are out of range")
         }
         return header
+    }
+
+    /// An item line's source alone (enough to know its shard).
+    private static func source(of bytes: ArraySlice<UInt8>, path: FilePath, offset: Int64) throws -> String {
+        struct Source: Decodable { var source: String }
+        do {
+            return try decoder.decode(Source.self, from: Data(bytes)).source
+        } catch {
+            throw damaged(path, "the line at offset \(offset) is not an item (\(DocumentError.summary(of: error)))")
+        }
     }
 
     private static func item(from bytes: ArraySlice<UInt8>, path: FilePath, offset: Int64) throws -> Item {

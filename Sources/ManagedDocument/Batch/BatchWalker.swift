@@ -16,12 +16,16 @@ enum BatchCandidate: Sendable {
     case notAStore(FilePath, relativePath: String, kind: String, reason: String)
     /// A folder or file that could not be read.
     case unreadable(FilePath, relativePath: String, error: DocumentError)
+    /// A file not classified yet (``BatchWalker/walk(classifyingFiles:_:)`` with `false`): ``BatchWalker/classify(_:)``
+    /// tells what it is.
+    case unclassified(FilePath, relativePath: String, kind: FileSystem.Kind)
     /// An item of a plan, looked at again only when a job takes it.
     case planned(BatchPlan.Item)
 
     var relativePath: String {
         switch self {
-        case .store(_, let path), .converted(_, let path, _, _), .notAStore(_, let path, _, _), .unreadable(_, let path, _):
+        case .store(_, let path), .converted(_, let path, _, _), .notAStore(_, let path, _, _), .unreadable(_, let path, _),
+             .unclassified(_, let path, _):
             return path
         case .planned(let item):
             return item.source
@@ -49,8 +53,10 @@ struct BatchWalker {
     /// as the walk meets them.
     var removesStaleTemporaries = false
 
-    /// Calls `visit` for every candidate, in directory order, until it returns `false`.
-    func walk(_ visit: (BatchCandidate) -> Bool) {
+    /// Calls `visit` for every candidate, in directory order, until it returns `false`. With `classifyingFiles`
+    /// false, files are visited ``BatchCandidate/unclassified(_:relativePath:kind:)``, for threads of the caller's to
+    /// classify with ``classify(_:)`` (reading a file's first bytes is most of a walk's time).
+    func walk(classifyingFiles: Bool = true, _ visit: (BatchCandidate) -> Bool) {
         guard let status = try? FileSystem.status(root), status.kind == .directory,
               !FileSystem.isRegularFile(root.appending("StoreContent/persistentStore"))
         else {
@@ -105,6 +111,10 @@ struct BatchWalker {
                 if !push(path, relative) { return }
                 continue
             }
+            if !classifyingFiles {
+                if !visit(.unclassified(path, relativePath: relative, kind: status.kind)) { return }
+                continue
+            }
             guard let candidate = classifyFile(path, relative: relative, kind: status.kind) else { continue }
             if !visit(candidate) { return }
         }
@@ -151,6 +161,13 @@ struct BatchWalker {
     }
 
     /// A file's candidate, or `nil` when the file belongs to an item reported elsewhere.
+    /// What an unclassified file is; `nil` when it belongs to an item reported elsewhere. Other candidates are
+    /// returned as they are.
+    func classify(_ candidate: BatchCandidate) -> BatchCandidate? {
+        guard case .unclassified(let path, let relative, let kind) = candidate else { return candidate }
+        return classifyFile(path, relative: relative, kind: kind)
+    }
+
     private func classifyFile(_ path: FilePath, relative: String, kind: FileSystem.Kind) -> BatchCandidate? {
         let detection: LegacyDetection
         do {

@@ -188,8 +188,9 @@ struct FleetScaleTests {
             var converted: Set<String> = []
             for index in 0..<2 {
                 var options = BatchOptions()
-                options.plan = try BatchPlan(at: directory.appending("tree.plan"))
                 options.shard = try BatchShard(index: index, count: 2)
+                // Opened for the whole tree: the run opens it again for its share.
+                options.plan = try BatchPlan(at: directory.appending("tree.plan"), shard: index == 0 ? .all : options.shard)
                 options.conversion.legacyPolicy = .keep
                 let items = Mutex<[BatchItem]>([])
                 _ = try await BatchConverter(root: root, options: options).run { item in items.withLock { $0.append(item) } }

@@ -126,6 +126,31 @@ struct ReportMergeTests {
         }
     }
 
+    @Test("hostile numbers in reports: sizes past Int64.max add up without trapping, negative sizes are refused")
+    func hostileNumbers() async throws {
+        try await withTemporaryDirectory { directory in
+            let folder = directory.appending("reports")
+            try FileManager.default.createDirectory(atPath: folder.string, withIntermediateDirectories: true)
+            func huge(_ source: String, _ bytes: String) -> BatchItem {
+                let json = #"{"source":"\#(source)","kind":"sqlite-store","outcome":"converted","bytesIn":\#(bytes),"bytesOut":\#(bytes),"duration":0}"#
+                return try! JSONDecoder().decode(BatchItem.self, from: Data(json.utf8))
+            }
+            let sources = (0..<8).map { "home/u\($0)/Notes.sqlite" }
+            for index in 0..<2 {
+                let items = sources.filter { BatchShard.bucket(of: $0, count: 2) == index }.map { huge($0, "\(Int64.max)") }
+                try Self.writeReport(items, shard: BatchShard(index: index, count: 2), to: folder.appending("shard-\(index).json"))
+            }
+            let merged = try Self.docconvert(["merge-reports", folder.string, "--json"])
+            #expect(merged.status == 0, "\(merged.stderr)")
+            let summary = try Self.merged(merged)["summary"] as? [String: Any]
+            #expect((summary?["bytesIn"] as? NSNumber)?.int64Value == Int64.max)
+            let negative = sources.filter { BatchShard.bucket(of: $0, count: 2) == 0 }.map { huge($0, "-5") }
+            try Self.writeReport(negative, shard: BatchShard(index: 0, count: 2), to: folder.appending("shard-0.json"))
+            let refused = try Self.docconvert(["merge-reports", folder.string])
+            #expect(refused.status == 65 && refused.stderr.contains("negative size"), "\(refused.stderr)")
+        }
+    }
+
     @Test("memory stays flat: 60,000 items in 4 reports merge under 64 MiB, in order, each once")
     func boundedMemory() async throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/time") else {

@@ -146,38 +146,20 @@ extension Document {
         do {
             let lock = try lockWorkingCopy(copy)
             copyLock = lock
-            if StoreInspector.opensURIs, BundleVFS.isRegistered,
-               let store = SegmentedStore(reader: reader, cacheSize: BundleStore.defaultCacheSize) {
-                // > Nothing extracted: SQLite reads the pages it needs from the bundle, each segment checked first.
-                let slot = StoreSlot(store, isImmutable: false)
-                let queue: DatabaseQueue, uri: String
-                do {
-                    (queue, uri) = try BundleVFS.openQueue(slot, label: "ManagedDocument.document")
-                } catch {
-                    throw BundleStore.reported(error, store: store, path: path)  // a damaged segment, named
-                }
-                options.logger.debug("\(path): read-only, the store read from the bundle segment by segment")
-                do {
-                    return try Document(path: path, isReadOnly: true, editingDisabled: true, metadata: reader.metadata,
-                                        queue: queue, documentLock: nil, workingCopy: copy, workingCopyLock: lock,
-                                        options: options, conversionReport: nil, appliedMigrations: [],
-                                        hasUnsavedChanges: false, inPlace: (slot, uri))
-                } catch {
-                    try? queue.close()  // Squash close error of a read-only connection.
-                    BundleVFS.forget(uri)
-                    throw error
-                }
+            // > Nothing extracted when the bundle allows: SQLite reads the pages it needs from the bundle, each
+            // > segment checked first.
+            let store = try ReadOnlyStore.open(reader, cacheSize: BundleStore.defaultCacheSize, isImmutable: false,
+                                               label: "ManagedDocument.document", logger: options.logger) {
+                try reader.extract(into: copy.content, permissions: [.ownerReadWrite])
+                return try openQueue(copy.store, readOnly: true)
             }
-            options.logger.notice("\(path): read-only, the store extracted first: \(SegmentedStore.unavailableReason(reader) ?? "this SQLite does not open file: URIs")")
-            try reader.extract(into: copy.content, permissions: [.ownerReadWrite])
-            let queue = try openQueue(copy.store, readOnly: true)
             do {
                 return try Document(path: path, isReadOnly: true, editingDisabled: true, metadata: reader.metadata,
-                                    queue: queue, documentLock: nil, workingCopy: copy, workingCopyLock: lock,
+                                    queue: store.queue, documentLock: nil, workingCopy: copy, workingCopyLock: lock,
                                     options: options, conversionReport: nil, appliedMigrations: [],
-                                    hasUnsavedChanges: false)
+                                    hasUnsavedChanges: false, inPlace: store.registration)
             } catch {
-                try? queue.close()  // Squash close error of a read-only connection.
+                try? store.queue.close()  // Squash close error of a read-only connection.
                 throw error
             }
         } catch {

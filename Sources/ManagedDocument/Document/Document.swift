@@ -181,15 +181,16 @@ public final class Document: Sendable {
     private let guarded: Mutex<Guarded>
     private let documentLock: DocumentLock?
     /// For a read-only document whose store SQLite reads straight from the bundle (no working copy of the store):
-    /// the VFS file it reads, which ``revert()`` points at the bundle as it is now, and its URI.
-    private let inPlace: (slot: StoreSlot, uri: String)?
+    /// the registration of the VFS file it reads, which ``revert()`` points at the bundle as it is now. Kept as long
+    /// as the document, and with it the bundle's descriptor; released with the document.
+    private let inPlace: StoreSlot.Registration?
     let workingCopy: WorkingCopy
     private let options: OpenOptions
 
     init(path: FilePath, isReadOnly: Bool, editingDisabled: Bool, metadata: DocumentMetadata, queue: DatabaseQueue,
          documentLock: DocumentLock?, workingCopy: WorkingCopy, workingCopyLock: FileDescriptor, options: OpenOptions,
          conversionReport: ConversionReport?, appliedMigrations: [String], hasUnsavedChanges: Bool,
-         verifiedBundle: FileIdentity? = nil, inPlace: (slot: StoreSlot, uri: String)? = nil) throws {
+         verifiedBundle: FileIdentity? = nil, inPlace: StoreSlot.Registration? = nil) throws {
         self.path = path
         self.isReadOnly = isReadOnly
         self.documentLock = documentLock
@@ -219,7 +220,6 @@ public final class Document: Sendable {
     deinit {
         let (queue, copyLock, header) = guarded.withLock { ($0.queue, $0.workingCopyLock, $0.storeHeader) }
         try? queue?.close()  // Squash close error: the document was not closed explicitly.
-        if let inPlace { BundleVFS.forget(inPlace.uri) }  // the bundle's descriptor goes with its store
         try? copyLock?.close()  // Squash close error: releasing the lock is all that matters.
         try? header?.close()  // Squash close error of a read-only descriptor.
         documentLock?.release()
@@ -453,15 +453,15 @@ public final class Document: Sendable {
     /// segment when it allows, its store extracted into the working folder otherwise. SQLite reads the new header's
     /// change counter at its next read and drops its page cache; the caches are released now too.
     private func reload(_ slot: StoreSlot, from reader: BundleReader, queue: DatabaseQueue) async throws {
-        let source: any StoreSource
-        if let store = SegmentedStore(reader: reader, cacheSize: BundleStore.defaultCacheSize) {
-            source = store
-        } else {
-            let folder = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "reloaded-")
-            // > Removed once open: the descriptor keeps the store readable, and nothing piles up revert after revert.
-            defer { try? FileSystem.removeTree(folder) }  // Squash cleanup error: the reload's outcome is what counts.
-            source = try StoreFile(reader.extract(into: folder.appending("content"), permissions: [.ownerReadWrite]).store)
-            options.logger.notice("\(path): the store was extracted to be read: \(SegmentedStore.unavailableReason(reader) ?? "")")
+        var folder: FilePath?
+        // > An extracted store is removed once open: the descriptor keeps it readable, and nothing piles up revert
+        // > after revert.
+        defer { if let folder { try? FileSystem.removeTree(folder) } }  // Squash cleanup error: the reload counts.
+        let source = try ReadOnlyStore.source(reader, cacheSize: BundleStore.defaultCacheSize,
+                                              logger: options.logger) {
+            let made = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "reloaded-")
+            folder = made
+            return try reader.extract(into: made.appending("content"), permissions: [.ownerReadWrite]).store
         }
         // > SQLite tells stores apart by their header (change counter, page count, free list, schema cookie): one that
         // > agrees on all of them but holds other bytes would be read with the old one's cached pages and schema.
@@ -534,7 +534,6 @@ public final class Document: Sendable {
             throw error
         }
         try? queue.close()  // Squash close error: nothing is pending, and the copy is removed next.
-        if let inPlace { BundleVFS.forget(inPlace.uri) }
         let (copyLock, header) = guarded.withLock { guarded -> (FileDescriptor?, FileDescriptor?) in
             defer {
                 guarded.workingCopyLock = nil

@@ -172,27 +172,7 @@ extension Document {
 
     private static func openForWriting(at path: FilePath, options: OpenOptions, root: FilePath,
                                        documentLock: DocumentLock) async throws -> Document {
-        var report: ConversionReport?
-        if try !FileSystem.exists(path) {
-            if let legacy = try findLegacyStore(for: path, options: options) {
-                do {
-                    var conversion = options.conversion
-                    conversion.mediaType = options.mediaType
-                    report = try LegacyConverter(options: conversion, logger: options.logger).convert(legacy, to: path)
-                } catch let error as DocumentError {
-                    throw DocumentError(.legacyConversionFailed, path: path,
-                                        reason: "a legacy store was found at \(legacy.source) but could not be converted: \(error.reason)",
-                                        underlyingError: error)
-                }
-            } else if options.createIfMissing {
-                try BundleWriter.createEmptyDocument(
-                    at: path, metadata: DocumentMetadata(mediaType: options.mediaType, model: options.model),
-                    options: WritingOptions(compression: options.saving.compression))
-            } else {
-                throw DocumentError(.notFound, path: path,
-                                    reason: "no such document, and no legacy store was found for it")
-            }
-        }
+        let report = try FileSystem.exists(path) ? nil : try makeMissingBundle(at: path, options: options)
         let reader = try BundleReader(at: path, limits: options.limits)
         logReadPath(reader, options: options)
         try checkIsOfThisApp(reader.metadata, options: options, path: path)
@@ -252,6 +232,29 @@ extension Document {
         }
         document.startAutosave()
         return document
+    }
+
+    /// Makes the missing bundle at `path`: converted from a legacy store found for it, or new and empty when
+    /// ``OpenOptions/createIfMissing`` is set; the conversion's report, when there was one.
+    private static func makeMissingBundle(at path: FilePath, options: OpenOptions) throws -> ConversionReport? {
+        if let legacy = try findLegacyStore(for: path, options: options) {
+            do {
+                var conversion = options.conversion
+                conversion.mediaType = options.mediaType
+                return try LegacyConverter(options: conversion, logger: options.logger).convert(legacy, to: path)
+            } catch let error as DocumentError {
+                throw DocumentError(.legacyConversionFailed, path: path,
+                                    reason: "a legacy store was found at \(legacy.source) but could not be converted: \(error.reason)",
+                                    underlyingError: error)
+            }
+        }
+        guard options.createIfMissing else {
+            throw DocumentError(.notFound, path: path, reason: "no such document, and no legacy store was found for it")
+        }
+        try BundleWriter.createEmptyDocument(
+            at: path, metadata: DocumentMetadata(mediaType: options.mediaType, model: options.model),
+            options: WritingOptions(compression: options.saving.compression))
+        return nil
     }
 
     /// The path itself, or where it leads when it is a symbolic link (a missing path is returned as it is).

@@ -54,7 +54,8 @@ final class SegmentReuse {
     let previous: BundleReader
     private let identity: FileIdentity
     private let entry: BundleEntry
-    private let offsets: [Int64]
+    /// The replaced store's restart index.
+    private let restarts: DeflateRestarts
     let restartInterval: Int64
     /// The new store's size and its number of restart segments.
     let size: Int64
@@ -86,12 +87,12 @@ final class SegmentReuse {
         case full(String)
     }
 
-    private init(previous: BundleReader, identity: FileIdentity, entry: BundleEntry, offsets: [Int64],
+    private init(previous: BundleReader, identity: FileIdentity, entry: BundleEntry, restarts: DeflateRestarts,
                  restartInterval: Int64, size: Int64, hashing: Hashing) {
         self.previous = previous
         self.identity = identity
         self.entry = entry
-        self.offsets = offsets
+        self.restarts = restarts
         self.restartInterval = restartInterval
         self.size = size
         self.count = Int((size + restartInterval - 1) / restartInterval)
@@ -139,7 +140,7 @@ final class SegmentReuse {
         _ = posix_fadvise(previous.descriptor.rawValue, off_t(entry.dataOffset), off_t(entry.compressedSize),
                           POSIX_FADV_WILLNEED)
         let hashing = Hashing()
-        let plan = SegmentReuse(previous: previous, identity: identity, entry: entry, offsets: restarts.offsets,
+        let plan = SegmentReuse(previous: previous, identity: identity, entry: entry, restarts: restarts,
                                 restartInterval: interval, size: size, hashing: hashing)
         let newInterval = BundleWriter.segmentInterval(forSize: size, maximumDigests: maximumDigests)
         let count = plan.count, oldCount = restarts.offsets.count
@@ -250,9 +251,7 @@ final class SegmentReuse {
 
     /// Where restart segment `index` of the replaced store lies in the replaced bundle's file.
     private func previousRange(_ index: Int) -> Range<Int64> {
-        let start = Int64(entry.dataOffset) + offsets[index]
-        let end = index + 1 < offsets.count ? offsets[index + 1] : Int64(entry.compressedSize)
-        return start..<(Int64(entry.dataOffset) + end)
+        restarts.fileRange(ofSegment: index, dataOffset: entry.dataOffset, compressedSize: entry.compressedSize)
     }
 
     /// Where segment `index`'s compressed bytes lie in the replaced bundle (read through its reader's descriptor).
@@ -279,8 +278,7 @@ final class SegmentReuse {
             throw damaged("the store entry written is not the one planned")
         }
         func range(_ index: Int) -> Range<Int64> {
-            let end = index + 1 < restarts.offsets.count ? restarts.offsets[index + 1] : Int64(entry.compressedSize)
-            return (Int64(entry.dataOffset) + restarts.offsets[index])..<(Int64(entry.dataOffset) + end)
+            restarts.fileRange(ofSegment: index, dataOffset: entry.dataOffset, compressedSize: entry.compressedSize)
         }
         let perDigest = Int(digests.interval / restartInterval)
         let expected = digests.digests
@@ -292,7 +290,7 @@ final class SegmentReuse {
         for digest in expected.indices {
             let segments = (digest * perDigest)..<min(reused.count, (digest + 1) * perDigest)
             // > Where either stream ends, what ends a segment matters (the final block): inflated, never only compared.
-            let holdsAnEnd = segments.contains(reused.count - 1) || segments.contains(offsets.count - 1)
+            let holdsAnEnd = segments.contains(reused.count - 1) || segments.contains(self.restarts.offsets.count - 1)
             if !holdsAnEnd && segments.allSatisfy({ reused[$0] }) {
                 for index in segments {
                     let new = range(index), old = previousRange(index)

@@ -19,7 +19,7 @@ struct SegmentLoader: Sendable {
         let length = Int(min(plan.interval, plan.size - start))
         let damaged = Damage(path: reader.path, segment: plan.isWhole ? nil : index, start: start, length: length)
         var bytes: [UInt8]
-        if plan.restartOffsets != nil {
+        if plan.restarts != nil {
             bytes = [UInt8](repeating: 0, count: length)
             try inflate(index, into: &bytes, damaged)
         } else {
@@ -48,21 +48,21 @@ struct SegmentLoader: Sendable {
 
     /// Inflates the restart segments of segment `index` into `bytes`, one read of compressed bytes each.
     private func inflate(_ index: Int, into bytes: inout [UInt8], _ damaged: Damage) throws {
-        guard let offsets = plan.restartOffsets else { return }
+        guard let restarts = plan.restarts else { return }
         let restartLength = Int(plan.interval) / plan.restartsPerSegment
         let first = index * plan.restartsPerSegment
-        let last = min(first + plan.restartsPerSegment, offsets.count)
+        let last = min(first + plan.restartsPerSegment, restarts.offsets.count)
         // > One inflater of each kind a load: loads run on the reading and the read-ahead threads.
         let fast = StreamInflater()
         var strict: SegmentInflater?
         for restart in first..<last {
             // > Offsets increase strictly inside the entry's data (checked at open): one read a restart segment,
             // > so that only one restart segment's compressed bytes are held at a time.
-            let from = offsets[restart]
-            let to = restart + 1 < offsets.count ? offsets[restart + 1] : plan.compressedSize
-            let compressed = try FileSystem.read(reader.descriptor, at: Int64(plan.dataOffset) + from,
-                                                 count: Int(to - from), path: reader.path)
-            guard compressed.count == Int(to - from) else { throw damaged("is cut short", code: .truncatedArchive) }
+            let range = restarts.fileRange(ofSegment: restart, dataOffset: plan.dataOffset,
+                                           compressedSize: plan.compressedSize)
+            let compressed = try FileSystem.read(reader.descriptor, at: range.lowerBound, count: range.count,
+                                                 path: reader.path)
+            guard compressed.count == range.count else { throw damaged("is cut short", code: .truncatedArchive) }
             let outputStart = (restart - first) * restartLength
             let outputRange = outputStart..<(outputStart + min(restartLength, bytes.count - outputStart))
             // > ISA-L first: several times as fast as zlib. Its output is only a candidate: the digest decides.
@@ -81,7 +81,7 @@ struct SegmentLoader: Sendable {
             let result = compressed.withUnsafeBytes { input in
                 bytes.withUnsafeMutableBytes { output in
                     inflater.inflate(input, into: UnsafeMutableRawBufferPointer(rebasing: output[outputRange]),
-                                     isLast: restart + 1 == offsets.count)
+                                     isLast: restart + 1 == restarts.offsets.count)
                 }
             }
             switch result {

@@ -46,7 +46,7 @@ enum StoreRoute: Sendable {
         }
         guard store.isCompressed else {
             return .inPlace(SegmentPlan(store, size: size, interval: segments.interval, digests: segments.digests,
-                                        restartOffsets: nil, restartsPerSegment: 1, isWhole: false))
+                                        restarts: nil, restartsPerSegment: 1, isWhole: false))
         }
         guard case .used(_, true) = reader.restartIndex, let restarts = reader.metadata.store.deflateRestarts else {
             return .extract(reason: "the deflated store has no restart index that describes its stream (\(reader.restartIndex))")
@@ -59,7 +59,7 @@ enum StoreRoute: Sendable {
             return .extract(reason: "its restart segments (\(bytes(restarts.interval)) each, 'store.deflateRestarts.interval') \(excess)")
         }
         return .inPlace(SegmentPlan(store, size: size, interval: segments.interval, digests: segments.digests,
-                                    restartOffsets: restarts.offsets,
+                                    restarts: restarts,
                                     restartsPerSegment: Int(segments.interval / restarts.interval), isWhole: false))
     }
 
@@ -76,7 +76,8 @@ enum StoreRoute: Sendable {
         // > One segment, the whole store: one restart segment (the whole stream, ending with its final block) for a
         // > deflated store, checked against the store's SHA-256.
         return SegmentPlan(store, size: size, interval: max(1, size), digests: [reader.metadata.store.sha256],
-                           restartOffsets: store.isCompressed ? [0] : nil, restartsPerSegment: 1, isWhole: true)
+                           restarts: store.isCompressed ? DeflateRestarts(interval: max(1, size), offsets: [0]) : nil,
+                           restartsPerSegment: 1, isWhole: true)
     }
 
     /// What is wrong with segments of `length` bytes (the declared interval, or the whole store when it is smaller)
@@ -107,22 +108,23 @@ struct SegmentPlan: Sendable {
     /// Where the store entry's data starts in the bundle.
     let dataOffset: UInt64
     /// The store entry's compressed size (below the file's size: the reader located it).
-    let compressedSize: Int64
-    /// The compressed offset of each restart segment, for a deflated store; `nil` for a stored one.
-    let restartOffsets: [Int64]?
+    let compressedSize: UInt64
+    /// Where each restart segment starts in the compressed stream, for a deflated store (one segment, the whole
+    /// stream, when ``isWhole``); `nil` for a stored one.
+    let restarts: DeflateRestarts?
     /// Restart segments in one digest's segment (1 for a stored store, and for a whole one).
     let restartsPerSegment: Int
     /// Whether the store is served as one segment checked against `store.sha256`.
     let isWhole: Bool
 
-    init(_ store: BundleEntry, size: Int64, interval: Int64, digests: [String], restartOffsets: [Int64]?,
+    init(_ store: BundleEntry, size: Int64, interval: Int64, digests: [String], restarts: DeflateRestarts?,
          restartsPerSegment: Int, isWhole: Bool) {
         self.size = size
         self.interval = interval
         self.digests = digests
         dataOffset = store.dataOffset
-        compressedSize = Int64(store.compressedSize)
-        self.restartOffsets = restartOffsets
+        compressedSize = store.compressedSize
+        self.restarts = restarts
         self.restartsPerSegment = restartsPerSegment
         self.isWhole = isWhole
     }

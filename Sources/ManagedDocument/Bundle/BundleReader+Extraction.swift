@@ -77,19 +77,16 @@ extension BundleReader {
     }
 
     /// ``extract(into:permissions:checkingSegments:)`` at 0600; with `forReuse`, every segment digest is checked
-    /// too and the identity the bundle file had throughout is returned (`nil` when it changed since the reader
-    /// opened it, before its first read, or without `forReuse`): what a save may trust of it later (``SegmentReuse``:
-    /// each of its segments inflates to the bytes its digest names).
-    func extractVerifying(into directory: FilePath, forReuse: Bool) throws -> (ExtractedBundle, FileIdentity?) {
+    /// too, and the bundle's ``SegmentLoan`` is returned when the rule there allows it (`nil` without `forReuse`):
+    /// what a save may trust of it later (``SegmentReuse``: each of its segments inflates to the bytes its digest
+    /// names).
+    func extractVerifying(into directory: FilePath, forReuse: Bool) throws -> (ExtractedBundle, SegmentLoan?) {
         let before = openedIdentity
         let extracted = try extract(into: directory, permissions: [.ownerReadWrite], checkingSegments: forReuse)
-        let after = FileIdentity(descriptor)
-        // > Only a store inflated restart segment by restart segment (each proven to stand alone and to end as a
-        // > segment must) may lend its segments to a later save; one read in one stream (a single core, segments over
-        // > 1 MiB) proves its bytes, not its cuts.
+        guard forReuse else { return (extracted, nil) }
         let segmentWise = entries.first { $0.role == .store }.map { parallelRestarts(for: $0) != nil } ?? false
-        guard case .used(_, identified: true) = restartIndex, segmentWise else { return (extracted, nil) }
-        return (extracted, forReuse && before == after ? after : nil)
+        return (extracted, SegmentLoan(extracted: self, inflatedSegmentWise: segmentWise, before: before,
+                                       after: FileIdentity(descriptor)))
     }
 
     /// Inflates every entry without writing anything, checking CRC-32s, sizes, SHA-256s and the store's header.

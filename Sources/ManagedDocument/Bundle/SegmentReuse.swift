@@ -40,9 +40,9 @@ public struct SaveReport: Sendable, Equatable, CustomStringConvertible {
 
 /// The restart segments of a store that a save copies, compressed, from the bundle it replaces (FORMAT.md 16.1).
 ///
-/// A segment is reused only when it is proven unchanged: the replaced bundle is the file this process verified
-/// (its ``FileIdentity`` unchanged: every segment of it inflated and checked against its digest when it was
-/// extracted or written), the new store's bytes over each of its digest segments hash to the digest recorded
+/// A segment is reused only when it is proven unchanged: the replaced bundle lends its segments (``SegmentLoan``:
+/// it is the file this process verified, every segment of it inflated and checked against its digest when it was
+/// extracted or written, unchanged since), the new store's bytes over each of its digest segments hash to the digest recorded
 /// there, and a segment that ends the old stream is reused only to end the new one (the last segment carries the
 /// final block). Everything else is deflated again.
 ///
@@ -52,7 +52,7 @@ public struct SaveReport: Sendable, Equatable, CustomStringConvertible {
 final class SegmentReuse {
     /// The bundle being replaced, read through the descriptor its reader opened.
     let previous: BundleReader
-    private let identity: FileIdentity
+    private let loan: SegmentLoan
     private let entry: BundleEntry
     /// The replaced store's restart index.
     private let restarts: DeflateRestarts
@@ -87,10 +87,10 @@ final class SegmentReuse {
         case full(String)
     }
 
-    private init(previous: BundleReader, identity: FileIdentity, entry: BundleEntry, restarts: DeflateRestarts,
+    private init(previous: BundleReader, loan: SegmentLoan, entry: BundleEntry, restarts: DeflateRestarts,
                  restartInterval: Int64, size: Int64, hashing: Hashing) {
         self.previous = previous
-        self.identity = identity
+        self.loan = loan
         self.entry = entry
         self.restarts = restarts
         self.restartInterval = restartInterval
@@ -109,26 +109,16 @@ final class SegmentReuse {
     /// why the save must be full.
     ///
     /// - Parameters:
-    ///   - identity: the identity the replaced bundle had when this process last verified it.
+    ///   - loan: the replaced bundle's loan, made when this process last verified it.
     ///   - maximumDigests: the writer's cap on segment digests (the new store's digest interval).
-    static func plan(store: FilePath, size: Int64, previous: BundleReader, identity: FileIdentity,
+    static func plan(store: FilePath, size: Int64, previous: BundleReader, loan: SegmentLoan,
                      maximumDigests: Int) throws -> Decision {
-        guard identity.hasFineTimes else {
-            return .full("the file system keeps whole-second times, too coarse to prove the bundle unchanged")
+        let terms: SegmentLoan.Terms
+        switch loan.terms(from: previous) {
+        case .lends(let lent): terms = lent
+        case .refuses(let reason): return .full(reason)
         }
-        guard previous.openedIdentity == identity else {
-            return .full("the bundle on disk is not the one this document last read or saved")
-        }
-        guard let entry = previous.entries.first(where: { $0.role == .store }), entry.isCompressed else {
-            return .full("the replaced bundle's store is not deflated")
-        }
-        guard case .used(_, identified: true) = previous.restartIndex,
-              let restarts = previous.metadata.store.deflateRestarts else {
-            return .full("the replaced bundle has no restart index that names its stream")
-        }
-        guard let recorded = previous.metadata.store.segments else {
-            return .full("the replaced bundle has no segment digests (an older writer's)")
-        }
+        let (entry, restarts, recorded) = (terms.entry, terms.restarts, terms.digests)
         let interval = Int64(ParallelDeflater.restartInterval(forSize: size))
         guard size > 0, interval == restarts.interval, recorded.interval % interval == 0 else {
             return .full("the store's restart interval changed with its size")
@@ -140,7 +130,7 @@ final class SegmentReuse {
         _ = posix_fadvise(previous.descriptor.rawValue, off_t(entry.dataOffset), off_t(entry.compressedSize),
                           POSIX_FADV_WILLNEED)
         let hashing = Hashing()
-        let plan = SegmentReuse(previous: previous, identity: identity, entry: entry, restarts: restarts,
+        let plan = SegmentReuse(previous: previous, loan: loan, entry: entry, restarts: restarts,
                                 restartInterval: interval, size: size, hashing: hashing)
         let newInterval = BundleWriter.segmentInterval(forSize: size, maximumDigests: maximumDigests)
         let count = plan.count, oldCount = restarts.offsets.count
@@ -345,7 +335,7 @@ final class SegmentReuse {
     /// Refuses to go on when the replaced bundle is no longer the file this process verified (changed in place while
     /// its segments were copied).
     func checkPreviousUnchanged() throws {
-        guard FileIdentity(previous.descriptor) == identity else {
+        guard loan.isKept(by: previous) else {
             throw DocumentError(.ioFailure, path: previous.path,
                                 reason: "the bundle changed on disk while it was being saved over; the new bundle was not put in place, save again")
         }

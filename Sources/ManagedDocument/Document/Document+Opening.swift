@@ -194,13 +194,13 @@ extension Document {
             try FileSystem.createDirectory(copy.directory, mode: 0o700)
         }
         let copyLock = try lockWorkingCopy(copy)
-        var verified: FileIdentity?
+        var loan: SegmentLoan?
         var queue: DatabaseQueue?
         let document: Document
         var needsSave = false
         do {
             if !recovered {
-                verified = try reader.extractVerifying(into: copy.content, forReuse: options.savesIncrementally).1
+                loan = try reader.extractVerifying(into: copy.content, forReuse: options.savesIncrementally).1
                 try copy.writeBase(WorkingCopy.Base(bundle: path.string, storeSHA256: reader.metadata.store.sha256))
             }
             let opened = try openQueue(copy.store, readOnly: false)
@@ -214,7 +214,7 @@ extension Document {
                                     metadata: metadata, queue: opened, documentLock: documentLock,
                                     workingCopy: copy, workingCopyLock: copyLock, options: options,
                                     conversionReport: report, appliedMigrations: applied,
-                                    hasUnsavedChanges: recovered, verifiedBundle: verified)
+                                    hasUnsavedChanges: recovered, segmentLoan: loan)
         } catch {
             // > No document was made: the connection, the folder and the lock are still this function's.
             try? queue?.close()  // Squash close error: the working copy is removed next.

@@ -165,9 +165,9 @@ public final class Document: Sendable {
         /// The working copy's store, read only for its file change counter (never through SQLite); closed by
         /// `close()`.
         var storeHeader: FileDescriptor?
-        /// The identity of the bundle file when this open last verified all of it (extracted it, or wrote it): a
-        /// save reuses its unchanged segments while the file at ``path`` still has it.
-        var verifiedBundle: FileIdentity?
+        /// The loan of the bundle file made when this open last verified all of it (extracted it, or wrote it): a
+        /// save reuses its unchanged segments while the file at ``path`` still holds it.
+        var segmentLoan: SegmentLoan?
         /// How the last save of this open wrote the store.
         var lastSave: SaveReport?
         /// Why the last save failed, until one succeeds.
@@ -190,7 +190,7 @@ public final class Document: Sendable {
     init(path: FilePath, isReadOnly: Bool, editingDisabled: Bool, metadata: DocumentMetadata, queue: DatabaseQueue,
          documentLock: DocumentLock?, workingCopy: WorkingCopy, workingCopyLock: FileDescriptor, options: OpenOptions,
          conversionReport: ConversionReport?, appliedMigrations: [String], hasUnsavedChanges: Bool,
-         verifiedBundle: FileIdentity? = nil, inPlace: StoreSlot.Registration? = nil) throws {
+         segmentLoan: SegmentLoan? = nil, inPlace: StoreSlot.Registration? = nil) throws {
         self.path = path
         self.isReadOnly = isReadOnly
         self.documentLock = documentLock
@@ -211,7 +211,7 @@ public final class Document: Sendable {
         self.guarded = Mutex(Guarded(
             state: editingDisabled ? .editingDisabled : (hasUnsavedChanges ? .hasUnsavedChanges : .normal),
             metadata: metadata, queue: queue, savedChangeCounter: counter, workingCopyLock: workingCopyLock,
-            storeHeader: header, verifiedBundle: verifiedBundle))
+            storeHeader: header, segmentLoan: segmentLoan))
         let observer = ChangeObserver()  // GRDB keeps it for the connection's life
         observer.document = self
         queue.inDatabase { db in db.add(transactionObserver: observer, extent: .databaseLifetime) }
@@ -350,14 +350,14 @@ public final class Document: Sendable {
                 externalData: FileSystem.isDirectory(workingCopy.externalData) ? workingCopy.externalData : nil,
                 additionalContent: FileSystem.isDirectory(workingCopy.additionalContent)
                     ? workingCopy.additionalContent : nil)
-            let verified = options.savesIncrementally ? guarded.withLock { $0.verifiedBundle } : nil
+            let loan = options.savesIncrementally ? guarded.withLock { $0.segmentLoan } : nil
             let staged = try BundleWriter.stage(content, metadata: metadata, to: path, options: options.saving,
-                                                reusing: verified)
-            let identity = try staged.commit()
+                                                reusing: loan)
+            let written = try staged.commit()
             let saved = staged.metadata
             options.logger.info("saved \(path): \(staged.report)")
             guarded.withLock {
-                $0.verifiedBundle = identity
+                $0.segmentLoan = written
                 $0.lastSave = staged.report
                 $0.lastSaveError = nil
             }
@@ -398,7 +398,7 @@ public final class Document: Sendable {
         }
         let scratch = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "revert-")
         defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the revert's outcome is what counts.
-        let (extracted, verified) = try reader.extractVerifying(into: scratch.appending("content"),
+        let (extracted, loan) = try reader.extractVerifying(into: scratch.appending("content"),
                                                                 forReuse: options.savesIncrementally)
         var configuration = Configuration()
         configuration.readonly = true
@@ -426,7 +426,7 @@ public final class Document: Sendable {
                 $0.metadata = reader.metadata
                 $0.savedChangeCounter = counter
                 $0.savedGeneration += 1
-                $0.verifiedBundle = verified
+                $0.segmentLoan = loan
                 if $0.state != .editingDisabled { $0.state = .normal }
             }
             try self.workingCopy.writeBase(WorkingCopy.Base(bundle: self.path.string,

@@ -296,15 +296,20 @@ extension BundleReader {
             throw DocumentError(.checksumMismatch, path: path, entry: name,
                                 reason: "its SHA-256 does not match the metadata; the bundle is damaged, restore it from a backup")
         }
-        if var hasher = segments, let recorded = metadata.store.segments {
-            // > As many as recorded: their count was checked against the store's size when the reader opened.
-            if let index = zip(hasher.finalize(), recorded.digests).enumerated().first(where: { $1.0 != $1.1 })?.offset {
-                let range = recorded.range(ofSegment: index, size: metadata.store.size)
-                throw DocumentError(.checksumMismatch, path: path, entry: name,
-                                    reason: "segment \(index) (bytes \(range.lowerBound)-\(range.upperBound - 1)) does not match its SHA-256 in 'store.segments'; the metadata does not describe this store")
-            }
-        }
+        if let segments { try checkSegmentDigests(segments, entry: name) }
         return written
+    }
+
+    /// Refuses a store whose segments, hashed as it was read, do not match `store.segments`, naming the first.
+    private func checkSegmentDigests(_ segments: SegmentHasher, entry name: String) throws {
+        guard let recorded = metadata.store.segments else { return }
+        var hasher = segments
+        // > As many as recorded: their count was checked against the store's size when the reader opened.
+        if let index = zip(hasher.finalize(), recorded.digests).enumerated().first(where: { $1.0 != $1.1 })?.offset {
+            let range = recorded.range(ofSegment: index, size: metadata.store.size)
+            throw DocumentError(.checksumMismatch, path: path, entry: name,
+                                reason: "segment \(index) (bytes \(range.lowerBound)-\(range.upperBound - 1)) does not match its SHA-256 in 'store.segments'; the metadata does not describe this store")
+        }
     }
 
     /// Refuses a store entry far larger than its own SQLite header says the database is (a valid header followed by

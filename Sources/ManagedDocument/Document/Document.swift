@@ -560,11 +560,7 @@ public final class Document: Sendable {
 
     /// Whether the working copy's `.lock` is still the file this open locked (its ownership token).
     private static func ownsWorkingCopy(_ lock: FileDescriptor, _ copy: WorkingCopy) -> Bool {
-        var held = stat()
-        var named = stat()
-        return fstat(lock.rawValue, &held) == 0
-            && copy.directory.appending(".lock").withPlatformString({ lstat($0, &named) }) == 0
-            && held.st_dev == named.st_dev && held.st_ino == named.st_ino
+        FileSystem.isFile(lock, stillNamed: copy.directory.appending(".lock"))
     }
 
     /// Starts the autosave loop when the options ask for one (``OpenOptions/autosaveInterval``).

@@ -29,9 +29,9 @@ extension StoreSlot {
     /// A slot's entry in the table ``BundleVFS`` opens files from, for as long as this object lives: its `deinit`
     /// removes the entry, so whoever keeps the connection keeps this beside it and nobody unregisters by hand.
     ///
-    /// The entry is looked up once, when SQLite opens the store (`xOpen`, by the `slot` parameter of ``uri``); the
-    /// open file then holds the slot itself until SQLite closes it. An entry outlives its connection's open only so
-    /// that a connection is never opened on a number that is gone.
+    /// The entry is looked up when SQLite opens the store (`xOpen`, by the `slot` parameter of ``uri``); the open
+    /// file then holds the slot itself until SQLite closes it. A URI whose registration is gone opens nothing
+    /// (`SQLITE_CANTOPEN`), and a number is never given twice.
     final class Registration: Sendable {
         let slot: StoreSlot
         /// The number `xOpen` reads from the URI's `slot` parameter (`sqlite3_uri_int64`): never 0, never reused.
@@ -50,9 +50,10 @@ extension StoreSlot {
 
         deinit { _ = Self.table.withLock { $0.slots.removeValue(forKey: number) } }
 
-        /// The `file:` URI that opens the slot through the VFS, read-only (and immutable when the slot is).
+        /// The `file:` URI that opens the slot through the VFS, read-only (and immutable when the slot is). Its path
+        /// lies in a folder that does not exist, so the journal and WAL names SQLite derives from it are never there.
         var uri: String {
-            "file:/\(BundleVFS.name)?vfs=\(BundleVFS.name)&mode=ro&slot=\(number)"
+            "file:/\(BundleVFS.name)/store?vfs=\(BundleVFS.name)&mode=ro&slot=\(number)"
                 + (slot.isImmutable ? "&immutable=1" : "")
         }
 

@@ -123,4 +123,36 @@ struct ReadInPlaceTests {
             try await document.close()
         }
     }
+
+    @Test("reading in place thousands of times holds nothing once each store or document is gone")
+    func openedManyTimes() async throws {
+        try await withScratchFolder { folder in
+            let bundle = folder.appending("Notes.mdz")
+            try await makeDocument(bundle, folder: folder, rows: 300)
+            // A store read in place keeps its bundle open while it lives: what outlived its owner would show here.
+            let before = try openDescriptors()
+            for _ in 0..<2000 {
+                let store = try BundleStore(at: bundle)
+                #expect(store.access == .segments)
+                _ = try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM note") }
+                store.close()
+            }
+            var options = appOptions(folder)
+            options.isReadOnly = true
+            options.workingDirectory = folder.appending("readers")
+            for _ in 0..<100 {
+                let document = try await Document.open(at: bundle, options: options)
+                _ = try await document.reader.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM note") }
+                try await document.close()
+            }
+            // > Other suites open and close files meanwhile: a margin, far below one descriptor per open.
+            let after = try openDescriptors()
+            #expect(after < before + 64, "\(before) descriptors open before, \(after) after 2,100 opens")
+        }
+    }
+}
+
+/// How many descriptors this process has open.
+private func openDescriptors() throws -> Int {
+    try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
 }

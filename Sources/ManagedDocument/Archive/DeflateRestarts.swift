@@ -23,3 +23,23 @@ public struct DeflateRestarts: Codable, Sendable, Equatable {
         self.crc32 = crc32
     }
 }
+
+extension DeflateRestarts {
+    /// Where restart segment `index`'s compressed bytes lie, counted from the start of the entry's data: from its
+    /// offset to the next segment's, the last one's to the end of the stream (`streamSize` compressed bytes).
+    ///
+    /// Every reader and writer of restart segments takes the range from here (or from ``fileRange(ofSegment:dataOffset:compressedSize:)``).
+    /// The bounds are as the index declares them: only ``ParallelInflater/check(_:size:compressedSize:)`` proves
+    /// that `start < end <= streamSize`.
+    func compressedBounds(ofSegment index: Int, streamSize: Int64) -> (start: Int64, end: Int64) {
+        (offsets[index], index + 1 < offsets.count ? offsets[index + 1] : streamSize)
+    }
+
+    /// Where restart segment `index`'s compressed bytes lie in the bundle file, for an entry whose data starts at
+    /// `dataOffset` and takes `compressedSize` bytes. The index must have passed
+    /// ``ParallelInflater/check(_:size:compressedSize:)`` (the bundle's reader checks it when it opens).
+    func fileRange(ofSegment index: Int, dataOffset: UInt64, compressedSize: UInt64) -> Range<Int64> {
+        let (start, end) = compressedBounds(ofSegment: index, streamSize: Int64(compressedSize))
+        return (Int64(dataOffset) + start)..<(Int64(dataOffset) + end)
+    }
+}

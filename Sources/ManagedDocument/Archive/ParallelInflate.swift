@@ -62,8 +62,7 @@ final class ParallelInflater {
         }
         guard restarts.offsets.first == 0 else { return "its first segment does not start at 0" }
         for index in restarts.offsets.indices {
-            let start = restarts.offsets[index]
-            let end = index + 1 < restarts.offsets.count ? restarts.offsets[index + 1] : compressedSize
+            let (start, end) = restarts.compressedBounds(ofSegment: index, streamSize: compressedSize)
             guard start >= 0, end > start, end <= compressedSize else {
                 return "segment \(index) does not lie inside the entry's data"
             }
@@ -192,8 +191,7 @@ final class ParallelInflater {
         func submit() {
             let slot = slots[submitted % slots.count]
             let index = submitted
-            let start = offsets[index]
-            let end = index + 1 < offsets.count ? offsets[index + 1] : Int64(compressedSize)
+            let (start, end) = restarts.compressedBounds(ofSegment: index, streamSize: Int64(compressedSize))
             slot.index = index
             slot.fileOffset = dataOffset + UInt64(start)
             slot.inputLength = Int(end - start)

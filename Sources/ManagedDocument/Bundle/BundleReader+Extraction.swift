@@ -46,9 +46,8 @@ extension BundleReader {
     /// 0644, less the group and other bits the bundle file lacks: a private document's files stay private when
     /// extracted (the owner may always read and write them). 0600 when the bundle's mode cannot be read.
     var extractedPermissions: FilePermissions {
-        var info = stat()
-        guard fstat(descriptor.rawValue, &info) == 0 else { return [.ownerReadWrite] }
-        return FilePermissions(rawValue: 0o644 & (info.st_mode & 0o777 | 0o600))
+        guard let status = FileSystem.Status(descriptor) else { return [.ownerReadWrite] }
+        return FilePermissions(rawValue: 0o644 & (status.permissions & 0o777 | 0o600))
     }
 
     /// ``extract(into:)`` with the files created at `permissions` (the umask applies too): a document's working
@@ -77,19 +76,16 @@ extension BundleReader {
     }
 
     /// ``extract(into:permissions:checkingSegments:)`` at 0600; with `forReuse`, every segment digest is checked
-    /// too and the identity the bundle file had throughout is returned (`nil` when it changed since the reader
-    /// opened it, before its first read, or without `forReuse`): what a save may trust of it later (``SegmentReuse``:
-    /// each of its segments inflates to the bytes its digest names).
-    func extractVerifying(into directory: FilePath, forReuse: Bool) throws -> (ExtractedBundle, FileIdentity?) {
+    /// too, and the bundle's ``SegmentLoan`` is returned when the rule there allows it (`nil` without `forReuse`):
+    /// what a save may trust of it later (``SegmentReuse``: each of its segments inflates to the bytes its digest
+    /// names).
+    func extractVerifying(into directory: FilePath, forReuse: Bool) throws -> (ExtractedBundle, SegmentLoan?) {
         let before = openedIdentity
         let extracted = try extract(into: directory, permissions: [.ownerReadWrite], checkingSegments: forReuse)
-        let after = FileIdentity(descriptor)
-        // > Only a store inflated restart segment by restart segment (each proven to stand alone and to end as a
-        // > segment must) may lend its segments to a later save; one read in one stream (a single core, segments over
-        // > 1 MiB) proves its bytes, not its cuts.
+        guard forReuse else { return (extracted, nil) }
         let segmentWise = entries.first { $0.role == .store }.map { parallelRestarts(for: $0) != nil } ?? false
-        guard case .used(_, identified: true) = restartIndex, segmentWise else { return (extracted, nil) }
-        return (extracted, forReuse && before == after ? after : nil)
+        return (extracted, SegmentLoan(extracted: self, inflatedSegmentWise: segmentWise, before: before,
+                                       after: FileIdentity(descriptor)))
     }
 
     /// Inflates every entry without writing anything, checking CRC-32s, sizes, SHA-256s and the store's header.
@@ -299,15 +295,20 @@ extension BundleReader {
             throw DocumentError(.checksumMismatch, path: path, entry: name,
                                 reason: "its SHA-256 does not match the metadata; the bundle is damaged, restore it from a backup")
         }
-        if var hasher = segments, let recorded = metadata.store.segments {
-            // > As many as recorded: their count was checked against the store's size when the reader opened.
-            if let index = zip(hasher.finalize(), recorded.digests).enumerated().first(where: { $1.0 != $1.1 })?.offset {
-                let range = recorded.range(ofSegment: index, size: metadata.store.size)
-                throw DocumentError(.checksumMismatch, path: path, entry: name,
-                                    reason: "segment \(index) (bytes \(range.lowerBound)-\(range.upperBound - 1)) does not match its SHA-256 in 'store.segments'; the metadata does not describe this store")
-            }
-        }
+        if let segments { try checkSegmentDigests(segments, entry: name) }
         return written
+    }
+
+    /// Refuses a store whose segments, hashed as it was read, do not match `store.segments`, naming the first.
+    private func checkSegmentDigests(_ segments: SegmentHasher, entry name: String) throws {
+        guard let recorded = metadata.store.segments else { return }
+        var hasher = segments
+        // > As many as recorded: their count was checked against the store's size when the reader opened.
+        if let index = zip(hasher.finalize(), recorded.digests).enumerated().first(where: { $1.0 != $1.1 })?.offset {
+            let range = recorded.range(ofSegment: index, size: metadata.store.size)
+            throw DocumentError(.checksumMismatch, path: path, entry: name,
+                                reason: "segment \(index) (bytes \(range.lowerBound)-\(range.upperBound - 1)) does not match its SHA-256 in 'store.segments'; the metadata does not describe this store")
+        }
     }
 
     /// Refuses a store entry far larger than its own SQLite header says the database is (a valid header followed by

@@ -25,17 +25,16 @@ struct OpenedBundle {
             }
             throw DocumentError.io("cannot open the bundle", path: path, errno: error)
         }
-        var info = stat()
-        guard fstat(descriptor.rawValue, &info) == 0 else {
+        guard let status = FileSystem.Status(descriptor) else {
             let failure = Errno(rawValue: errno)
             try? descriptor.close()  // Squash close error: the status error is what counts.
             throw DocumentError.io("cannot read the file's status", path: path, errno: failure)
         }
-        guard info.st_mode & S_IFMT == S_IFREG else {
+        guard status.kind == .regular else {
             try? descriptor.close()  // Squash close error of a read-only descriptor.
             throw DocumentError(.notADocument, path: path, reason: "is not a regular file")
         }
-        return OpenedBundle(path: path, descriptor: descriptor, size: UInt64(info.st_size), identity: FileIdentity(info))
+        return OpenedBundle(path: path, descriptor: descriptor, size: UInt64(status.size), identity: status.identity)
     }
 
     /// `count` bytes at `offset`, fewer at the end of the file: none at an offset past it, however large (offsets

@@ -41,8 +41,8 @@ public final class BundleStore: Sendable {
     /// The bundle's metadata.
     public let metadata: DocumentMetadata
     private let queue: DatabaseQueue
-    private let segmented: SegmentedStore?
-    private let uri: String?
+    /// Keeps the slot the connection reads registered, for a store read in place.
+    private let registration: StoreSlot.Registration?
     private let scratch: FilePath?
 
     /// Opens `bundle`'s store read-only.
@@ -63,41 +63,27 @@ public final class BundleStore: Sendable {
         let reader = try BundleReader(at: bundle, limits: limits)
         path = bundle
         metadata = reader.metadata
-        if StoreInspector.opensURIs, BundleVFS.isRegistered,
-           let store = SegmentedStore(reader: reader, cacheSize: cacheSize) {
-            let uri: String
-            do {
-                (queue, uri) = try BundleVFS.openQueue(StoreSlot(store, isImmutable: true),
-                                                       label: "ManagedDocument.bundleStore")
-            } catch {
-                throw Self.reported(error, store: store, path: bundle)
-            }
-            access = .segments
-            reason = nil
-            segmented = store
-            self.uri = uri
-            scratch = nil
-            logger.debug("\(bundle): the store is read from the bundle, segment by segment")
-            return
-        }
-        let why = SegmentedStore.unavailableReason(reader)
-            ?? "this SQLite does not open file: URIs or does not accept the bundle VFS"
-        let parent = workingDirectory ?? FilePath(FileManager.default.temporaryDirectory.path)
-        let folder = try FileSystem.makeTemporaryDirectory(in: parent, prefix: ".query-")
+        var folder: FilePath?
+        let store: ReadOnlyStore
         do {
-            let extracted = try reader.extract(into: folder.appending("content"))
-            queue = try StoreInspector.openReadOnly(extracted.store, isPrivate: true,
-                                                    immutableURI: StoreInspector.immutableURI(extracted.store))
+            store = try ReadOnlyStore.open(reader, cacheSize: cacheSize, isImmutable: true,
+                                           label: "ManagedDocument.bundleStore", logger: logger) {
+                let parent = workingDirectory ?? FilePath(FileManager.default.temporaryDirectory.path)
+                let made = try FileSystem.makeTemporaryDirectory(in: parent, prefix: ".query-")
+                folder = made
+                let extracted = try reader.extract(into: made.appending("content"))
+                return try StoreInspector.openReadOnly(extracted.store, isPrivate: true,
+                                                       immutableURI: StoreInspector.immutableURI(extracted.store))
+            }
         } catch {
-            try? FileSystem.removeTree(folder)  // Cleanup after a first error.
+            if let folder { try? FileSystem.removeTree(folder) }  // Cleanup after a first error.
             throw error
         }
-        access = .extracted
-        reason = why
-        segmented = nil
-        uri = nil
+        queue = store.queue
+        registration = store.registration
+        access = store.registration == nil ? .extracted : .segments
+        reason = store.extractionReason
         scratch = folder
-        logger.notice("\(bundle): the store was extracted to be read: \(why)")
     }
 
     deinit { close() }
@@ -105,7 +91,6 @@ public final class BundleStore: Sendable {
     /// Closes the store (removing an extracted copy); later reads fail.
     public func close() {
         try? queue.close()  // Squash close error of a read-only connection.
-        if let uri { BundleVFS.forget(uri) }
         if let scratch { try? FileSystem.removeTree(scratch) }  // Squash cleanup error of a private folder.
     }
 
@@ -119,23 +104,13 @@ public final class BundleStore: Sendable {
         do {
             return try queue.read(body)
         } catch {
-            throw Self.reported(error, store: segmented, path: path)
+            throw ReadOnlyStore.reported(error, source: registration?.slot.source, path: path)
         }
     }
 
     /// The bytes of segments the cache held at once at most, and the segments read from the bundle so far (both 0
     /// for an extracted store).
     public var cacheStatistics: (peakBytes: Int, segmentsLoaded: Int) {
-        segmented?.cacheStatistics ?? (0, 0)
-    }
-
-    /// A failed read's own error (a damaged segment) in place of SQLite's "disk I/O error".
-    static func reported(_ error: any Error, store: SegmentedStore?, path: FilePath) -> any Error {
-        if let failure = store?.failure { return failure }
-        if let error = error as? DatabaseError, error.resultCode == .SQLITE_IOERR || error.resultCode == .SQLITE_CORRUPT {
-            return DocumentError(.storeCorrupt, path: path, entry: BundleLayout.store,
-                                 reason: "SQLite cannot read the store", underlyingError: error)
-        }
-        return error
+        (registration?.slot.source as? SegmentSource)?.cache.statistics ?? (0, 0)
     }
 }

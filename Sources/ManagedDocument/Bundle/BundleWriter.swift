@@ -135,10 +135,10 @@ public enum BundleWriter {
             self.atomic = atomic  // its deinit removes the temporary unless committed
         }
 
-        /// Renames the bundle into place and flushes its folder; returns the identity of the file now in place (what
-        /// a later save passes as `reusing` while it holds).
+        /// Renames the bundle into place and flushes its folder; returns the loan of the file now in place (what a
+        /// later save passes as `reusing`: ``SegmentLoan``).
         @discardableResult
-        func commit() throws -> FileIdentity? { try atomic.commit() }
+        func commit() throws -> SegmentLoan? { SegmentLoan(written: try atomic.commit()) }
     }
 
     /// Bytes per segment digest for a store of `size` bytes: the restart interval, doubled until at most
@@ -158,12 +158,12 @@ public enum BundleWriter {
     ///     carries over).
     ///   - completingMetadata: changes the metadata once the store is packed, given what was packed (its size and
     ///     SHA-256), before the metadata entry is written.
-    ///   - reusing: the identity the bundle at `target` had when this process last verified it (extracted every
-    ///     entry of it, or wrote it): while the file there still has it, the store's unchanged segments are copied
-    ///     from it instead of being deflated again (``SegmentReuse``, FORMAT.md 16.1).
+    ///   - reusing: the loan of the bundle at `target` made when this process last verified it (extracted every
+    ///     entry of it, or wrote it): while the file there still holds it, the store's unchanged segments are copied
+    ///     from it instead of being deflated again (``SegmentLoan``, ``SegmentReuse``, FORMAT.md 16.1).
     static func stage(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
                       options: WritingOptions, storeFacts: StoreFacts? = nil, permissionsOf: FilePath? = nil,
-                      reusing: FileIdentity? = nil,
+                      reusing: SegmentLoan? = nil,
                       completingMetadata: (inout DocumentMetadata, EntryDigest) throws -> Void = { _, _ in })
     throws -> Staged {
         try options.validate(for: target)
@@ -241,7 +241,7 @@ public enum BundleWriter {
 
     /// Adds the store: reusing the replaced bundle's unchanged segments when `reusing` allows it, whole otherwise.
     private static func addStore(_ store: FilePath, compressed: Bool, to writer: ArchiveWriter, target: FilePath,
-                                 reusing: FileIdentity?, options: WritingOptions)
+                                 reusing: SegmentLoan?, options: WritingOptions)
     throws -> (EntryDigest, DocumentMetadata.SegmentDigests?, SegmentReuse?, SaveReport) {
         var reason = "no bundle this process verified to reuse (a first save, or incremental saves are off)"
         let size = try FileSystem.status(store)?.size ?? 0
@@ -252,7 +252,7 @@ public enum BundleWriter {
         } else if let reusing {
             if !compressed {
                 reason = "the store is stored, not deflated: there is nothing to save by reusing it"
-            } else if let plan = try planReuse(store, target: target, identity: reusing, options: options,
+            } else if let plan = try planReuse(store, target: target, loan: reusing, options: options,
                                                reason: &reason) {
                 let digest = try addFile(store, named: BundleLayout.store, compressed: true, to: writer, reuse: plan).0
                 let (_, digests, reused) = try plan.finish()
@@ -269,7 +269,7 @@ public enum BundleWriter {
     }
 
     /// The reuse of the bundle at `target`'s store segments, or `nil` with the reason in `reason`.
-    private static func planReuse(_ store: FilePath, target: FilePath, identity: FileIdentity, options: WritingOptions,
+    private static func planReuse(_ store: FilePath, target: FilePath, loan: SegmentLoan, options: WritingOptions,
                                   reason: inout String) throws -> SegmentReuse? {
         let previous: BundleReader
         do {
@@ -281,7 +281,7 @@ public enum BundleWriter {
         guard let size = try FileSystem.status(store)?.size else {
             throw DocumentError(.notFound, path: store, reason: "no such file")
         }
-        switch try SegmentReuse.plan(store: store, size: size, previous: previous, identity: identity,
+        switch try SegmentReuse.plan(store: store, size: size, previous: previous, loan: loan,
                                      maximumDigests: options.maximumSegmentDigests) {
         case .reuse(let plan): return plan
         case .full(let why):

@@ -40,9 +40,9 @@ public struct SaveReport: Sendable, Equatable, CustomStringConvertible {
 
 /// The restart segments of a store that a save copies, compressed, from the bundle it replaces (FORMAT.md 16.1).
 ///
-/// A segment is reused only when it is proven unchanged: the replaced bundle is the file this process verified
-/// (its ``FileIdentity`` unchanged: every segment of it inflated and checked against its digest when it was
-/// extracted or written), the new store's bytes over each of its digest segments hash to the digest recorded
+/// A segment is reused only when it is proven unchanged: the replaced bundle lends its segments (``SegmentLoan``:
+/// it is the file this process verified, every segment of it inflated and checked against its digest when it was
+/// extracted or written, unchanged since), the new store's bytes over each of its digest segments hash to the digest recorded
 /// there, and a segment that ends the old stream is reused only to end the new one (the last segment carries the
 /// final block). Everything else is deflated again.
 ///
@@ -52,9 +52,10 @@ public struct SaveReport: Sendable, Equatable, CustomStringConvertible {
 final class SegmentReuse {
     /// The bundle being replaced, read through the descriptor its reader opened.
     let previous: BundleReader
-    private let identity: FileIdentity
+    private let loan: SegmentLoan
     private let entry: BundleEntry
-    private let offsets: [Int64]
+    /// The replaced store's restart index.
+    private let restarts: DeflateRestarts
     let restartInterval: Int64
     /// The new store's size and its number of restart segments.
     let size: Int64
@@ -86,12 +87,12 @@ final class SegmentReuse {
         case full(String)
     }
 
-    private init(previous: BundleReader, identity: FileIdentity, entry: BundleEntry, offsets: [Int64],
+    private init(previous: BundleReader, loan: SegmentLoan, entry: BundleEntry, restarts: DeflateRestarts,
                  restartInterval: Int64, size: Int64, hashing: Hashing) {
         self.previous = previous
-        self.identity = identity
+        self.loan = loan
         self.entry = entry
-        self.offsets = offsets
+        self.restarts = restarts
         self.restartInterval = restartInterval
         self.size = size
         self.count = Int((size + restartInterval - 1) / restartInterval)
@@ -108,26 +109,16 @@ final class SegmentReuse {
     /// why the save must be full.
     ///
     /// - Parameters:
-    ///   - identity: the identity the replaced bundle had when this process last verified it.
+    ///   - loan: the replaced bundle's loan, made when this process last verified it.
     ///   - maximumDigests: the writer's cap on segment digests (the new store's digest interval).
-    static func plan(store: FilePath, size: Int64, previous: BundleReader, identity: FileIdentity,
+    static func plan(store: FilePath, size: Int64, previous: BundleReader, loan: SegmentLoan,
                      maximumDigests: Int) throws -> Decision {
-        guard identity.hasFineTimes else {
-            return .full("the file system keeps whole-second times, too coarse to prove the bundle unchanged")
+        let terms: SegmentLoan.Terms
+        switch loan.terms(from: previous) {
+        case .lends(let lent): terms = lent
+        case .refuses(let reason): return .full(reason)
         }
-        guard previous.openedIdentity == identity else {
-            return .full("the bundle on disk is not the one this document last read or saved")
-        }
-        guard let entry = previous.entries.first(where: { $0.role == .store }), entry.isCompressed else {
-            return .full("the replaced bundle's store is not deflated")
-        }
-        guard case .used(_, identified: true) = previous.restartIndex,
-              let restarts = previous.metadata.store.deflateRestarts else {
-            return .full("the replaced bundle has no restart index that names its stream")
-        }
-        guard let recorded = previous.metadata.store.segments else {
-            return .full("the replaced bundle has no segment digests (an older writer's)")
-        }
+        let (entry, restarts, recorded) = (terms.entry, terms.restarts, terms.digests)
         let interval = Int64(ParallelDeflater.restartInterval(forSize: size))
         guard size > 0, interval == restarts.interval, recorded.interval % interval == 0 else {
             return .full("the store's restart interval changed with its size")
@@ -139,7 +130,7 @@ final class SegmentReuse {
         _ = posix_fadvise(previous.descriptor.rawValue, off_t(entry.dataOffset), off_t(entry.compressedSize),
                           POSIX_FADV_WILLNEED)
         let hashing = Hashing()
-        let plan = SegmentReuse(previous: previous, identity: identity, entry: entry, offsets: restarts.offsets,
+        let plan = SegmentReuse(previous: previous, loan: loan, entry: entry, restarts: restarts,
                                 restartInterval: interval, size: size, hashing: hashing)
         let newInterval = BundleWriter.segmentInterval(forSize: size, maximumDigests: maximumDigests)
         let count = plan.count, oldCount = restarts.offsets.count
@@ -250,9 +241,7 @@ final class SegmentReuse {
 
     /// Where restart segment `index` of the replaced store lies in the replaced bundle's file.
     private func previousRange(_ index: Int) -> Range<Int64> {
-        let start = Int64(entry.dataOffset) + offsets[index]
-        let end = index + 1 < offsets.count ? offsets[index + 1] : Int64(entry.compressedSize)
-        return start..<(Int64(entry.dataOffset) + end)
+        restarts.fileRange(ofSegment: index, dataOffset: entry.dataOffset, compressedSize: entry.compressedSize)
     }
 
     /// Where segment `index`'s compressed bytes lie in the replaced bundle (read through its reader's descriptor).
@@ -279,8 +268,7 @@ final class SegmentReuse {
             throw damaged("the store entry written is not the one planned")
         }
         func range(_ index: Int) -> Range<Int64> {
-            let end = index + 1 < restarts.offsets.count ? restarts.offsets[index + 1] : Int64(entry.compressedSize)
-            return (Int64(entry.dataOffset) + restarts.offsets[index])..<(Int64(entry.dataOffset) + end)
+            restarts.fileRange(ofSegment: index, dataOffset: entry.dataOffset, compressedSize: entry.compressedSize)
         }
         let perDigest = Int(digests.interval / restartInterval)
         let expected = digests.digests
@@ -292,7 +280,7 @@ final class SegmentReuse {
         for digest in expected.indices {
             let segments = (digest * perDigest)..<min(reused.count, (digest + 1) * perDigest)
             // > Where either stream ends, what ends a segment matters (the final block): inflated, never only compared.
-            let holdsAnEnd = segments.contains(reused.count - 1) || segments.contains(offsets.count - 1)
+            let holdsAnEnd = segments.contains(reused.count - 1) || segments.contains(self.restarts.offsets.count - 1)
             if !holdsAnEnd && segments.allSatisfy({ reused[$0] }) {
                 for index in segments {
                     let new = range(index), old = previousRange(index)
@@ -347,7 +335,7 @@ final class SegmentReuse {
     /// Refuses to go on when the replaced bundle is no longer the file this process verified (changed in place while
     /// its segments were copied).
     func checkPreviousUnchanged() throws {
-        guard FileIdentity(previous.descriptor) == identity else {
+        guard loan.isKept(by: previous) else {
             throw DocumentError(.ioFailure, path: previous.path,
                                 reason: "the bundle changed on disk while it was being saved over; the new bundle was not put in place, save again")
         }

@@ -146,38 +146,20 @@ extension Document {
         do {
             let lock = try lockWorkingCopy(copy)
             copyLock = lock
-            if StoreInspector.opensURIs, BundleVFS.isRegistered,
-               let store = SegmentedStore(reader: reader, cacheSize: BundleStore.defaultCacheSize) {
-                // > Nothing extracted: SQLite reads the pages it needs from the bundle, each segment checked first.
-                let slot = StoreSlot(store, isImmutable: false)
-                let queue: DatabaseQueue, uri: String
-                do {
-                    (queue, uri) = try BundleVFS.openQueue(slot, label: "ManagedDocument.document")
-                } catch {
-                    throw BundleStore.reported(error, store: store, path: path)  // a damaged segment, named
-                }
-                options.logger.debug("\(path): read-only, the store read from the bundle segment by segment")
-                do {
-                    return try Document(path: path, isReadOnly: true, editingDisabled: true, metadata: reader.metadata,
-                                        queue: queue, documentLock: nil, workingCopy: copy, workingCopyLock: lock,
-                                        options: options, conversionReport: nil, appliedMigrations: [],
-                                        hasUnsavedChanges: false, inPlace: (slot, uri))
-                } catch {
-                    try? queue.close()  // Squash close error of a read-only connection.
-                    BundleVFS.forget(uri)
-                    throw error
-                }
+            // > Nothing extracted when the bundle allows: SQLite reads the pages it needs from the bundle, each
+            // > segment checked first.
+            let store = try ReadOnlyStore.open(reader, cacheSize: BundleStore.defaultCacheSize, isImmutable: false,
+                                               label: "ManagedDocument.document", logger: options.logger) {
+                try reader.extract(into: copy.content, permissions: [.ownerReadWrite])
+                return try openQueue(copy.store, readOnly: true)
             }
-            options.logger.notice("\(path): read-only, the store extracted first: \(SegmentedStore.unavailableReason(reader) ?? "this SQLite does not open file: URIs")")
-            try reader.extract(into: copy.content, permissions: [.ownerReadWrite])
-            let queue = try openQueue(copy.store, readOnly: true)
             do {
                 return try Document(path: path, isReadOnly: true, editingDisabled: true, metadata: reader.metadata,
-                                    queue: queue, documentLock: nil, workingCopy: copy, workingCopyLock: lock,
+                                    queue: store.queue, documentLock: nil, workingCopy: copy, workingCopyLock: lock,
                                     options: options, conversionReport: nil, appliedMigrations: [],
-                                    hasUnsavedChanges: false)
+                                    hasUnsavedChanges: false, inPlace: store.registration)
             } catch {
-                try? queue.close()  // Squash close error of a read-only connection.
+                try? store.queue.close()  // Squash close error of a read-only connection.
                 throw error
             }
         } catch {
@@ -190,27 +172,7 @@ extension Document {
 
     private static func openForWriting(at path: FilePath, options: OpenOptions, root: FilePath,
                                        documentLock: DocumentLock) async throws -> Document {
-        var report: ConversionReport?
-        if try !FileSystem.exists(path) {
-            if let legacy = try findLegacyStore(for: path, options: options) {
-                do {
-                    var conversion = options.conversion
-                    conversion.mediaType = options.mediaType
-                    report = try LegacyConverter(options: conversion, logger: options.logger).convert(legacy, to: path)
-                } catch let error as DocumentError {
-                    throw DocumentError(.legacyConversionFailed, path: path,
-                                        reason: "a legacy store was found at \(legacy.source) but could not be converted: \(error.reason)",
-                                        underlyingError: error)
-                }
-            } else if options.createIfMissing {
-                try BundleWriter.createEmptyDocument(
-                    at: path, metadata: DocumentMetadata(mediaType: options.mediaType, model: options.model),
-                    options: WritingOptions(compression: options.saving.compression))
-            } else {
-                throw DocumentError(.notFound, path: path,
-                                    reason: "no such document, and no legacy store was found for it")
-            }
-        }
+        let report = try FileSystem.exists(path) ? nil : try makeMissingBundle(at: path, options: options)
         let reader = try BundleReader(at: path, limits: options.limits)
         logReadPath(reader, options: options)
         try checkIsOfThisApp(reader.metadata, options: options, path: path)
@@ -232,13 +194,13 @@ extension Document {
             try FileSystem.createDirectory(copy.directory, mode: 0o700)
         }
         let copyLock = try lockWorkingCopy(copy)
-        var verified: FileIdentity?
+        var loan: SegmentLoan?
         var queue: DatabaseQueue?
         let document: Document
         var needsSave = false
         do {
             if !recovered {
-                verified = try reader.extractVerifying(into: copy.content, forReuse: options.savesIncrementally).1
+                loan = try reader.extractVerifying(into: copy.content, forReuse: options.savesIncrementally).1
                 try copy.writeBase(WorkingCopy.Base(bundle: path.string, storeSHA256: reader.metadata.store.sha256))
             }
             let opened = try openQueue(copy.store, readOnly: false)
@@ -252,7 +214,7 @@ extension Document {
                                     metadata: metadata, queue: opened, documentLock: documentLock,
                                     workingCopy: copy, workingCopyLock: copyLock, options: options,
                                     conversionReport: report, appliedMigrations: applied,
-                                    hasUnsavedChanges: recovered, verifiedBundle: verified)
+                                    hasUnsavedChanges: recovered, segmentLoan: loan)
         } catch {
             // > No document was made: the connection, the folder and the lock are still this function's.
             try? queue?.close()  // Squash close error: the working copy is removed next.
@@ -270,6 +232,29 @@ extension Document {
         }
         document.startAutosave()
         return document
+    }
+
+    /// Makes the missing bundle at `path`: converted from a legacy store found for it, or new and empty when
+    /// ``OpenOptions/createIfMissing`` is set; the conversion's report, when there was one.
+    private static func makeMissingBundle(at path: FilePath, options: OpenOptions) throws -> ConversionReport? {
+        if let legacy = try findLegacyStore(for: path, options: options) {
+            do {
+                var conversion = options.conversion
+                conversion.mediaType = options.mediaType
+                return try LegacyConverter(options: conversion, logger: options.logger).convert(legacy, to: path)
+            } catch let error as DocumentError {
+                throw DocumentError(.legacyConversionFailed, path: path,
+                                    reason: "a legacy store was found at \(legacy.source) but could not be converted: \(error.reason)",
+                                    underlyingError: error)
+            }
+        }
+        guard options.createIfMissing else {
+            throw DocumentError(.notFound, path: path, reason: "no such document, and no legacy store was found for it")
+        }
+        try BundleWriter.createEmptyDocument(
+            at: path, metadata: DocumentMetadata(mediaType: options.mediaType, model: options.model),
+            options: WritingOptions(compression: options.saving.compression))
+        return nil
     }
 
     /// The path itself, or where it leads when it is a symbolic link (a missing path is returned as it is).

@@ -165,9 +165,9 @@ public final class Document: Sendable {
         /// The working copy's store, read only for its file change counter (never through SQLite); closed by
         /// `close()`.
         var storeHeader: FileDescriptor?
-        /// The identity of the bundle file when this open last verified all of it (extracted it, or wrote it): a
-        /// save reuses its unchanged segments while the file at ``path`` still has it.
-        var verifiedBundle: FileIdentity?
+        /// The loan of the bundle file made when this open last verified all of it (extracted it, or wrote it): a
+        /// save reuses its unchanged segments while the file at ``path`` still holds it.
+        var segmentLoan: SegmentLoan?
         /// How the last save of this open wrote the store.
         var lastSave: SaveReport?
         /// Why the last save failed, until one succeeds.
@@ -181,15 +181,16 @@ public final class Document: Sendable {
     private let guarded: Mutex<Guarded>
     private let documentLock: DocumentLock?
     /// For a read-only document whose store SQLite reads straight from the bundle (no working copy of the store):
-    /// the VFS file it reads, which ``revert()`` points at the bundle as it is now, and its URI.
-    private let inPlace: (slot: StoreSlot, uri: String)?
+    /// the registration of the VFS file it reads, which ``revert()`` points at the bundle as it is now. Kept as long
+    /// as the document, and with it the bundle's descriptor; released with the document.
+    private let inPlace: StoreSlot.Registration?
     let workingCopy: WorkingCopy
     private let options: OpenOptions
 
     init(path: FilePath, isReadOnly: Bool, editingDisabled: Bool, metadata: DocumentMetadata, queue: DatabaseQueue,
          documentLock: DocumentLock?, workingCopy: WorkingCopy, workingCopyLock: FileDescriptor, options: OpenOptions,
          conversionReport: ConversionReport?, appliedMigrations: [String], hasUnsavedChanges: Bool,
-         verifiedBundle: FileIdentity? = nil, inPlace: (slot: StoreSlot, uri: String)? = nil) throws {
+         segmentLoan: SegmentLoan? = nil, inPlace: StoreSlot.Registration? = nil) throws {
         self.path = path
         self.isReadOnly = isReadOnly
         self.documentLock = documentLock
@@ -210,7 +211,7 @@ public final class Document: Sendable {
         self.guarded = Mutex(Guarded(
             state: editingDisabled ? .editingDisabled : (hasUnsavedChanges ? .hasUnsavedChanges : .normal),
             metadata: metadata, queue: queue, savedChangeCounter: counter, workingCopyLock: workingCopyLock,
-            storeHeader: header, verifiedBundle: verifiedBundle))
+            storeHeader: header, segmentLoan: segmentLoan))
         let observer = ChangeObserver()  // GRDB keeps it for the connection's life
         observer.document = self
         queue.inDatabase { db in db.add(transactionObserver: observer, extent: .databaseLifetime) }
@@ -219,7 +220,6 @@ public final class Document: Sendable {
     deinit {
         let (queue, copyLock, header) = guarded.withLock { ($0.queue, $0.workingCopyLock, $0.storeHeader) }
         try? queue?.close()  // Squash close error: the document was not closed explicitly.
-        if let inPlace { BundleVFS.forget(inPlace.uri) }  // the bundle's descriptor goes with its store
         try? copyLock?.close()  // Squash close error: releasing the lock is all that matters.
         try? header?.close()  // Squash close error of a read-only descriptor.
         documentLock?.release()
@@ -350,14 +350,14 @@ public final class Document: Sendable {
                 externalData: FileSystem.isDirectory(workingCopy.externalData) ? workingCopy.externalData : nil,
                 additionalContent: FileSystem.isDirectory(workingCopy.additionalContent)
                     ? workingCopy.additionalContent : nil)
-            let verified = options.savesIncrementally ? guarded.withLock { $0.verifiedBundle } : nil
+            let loan = options.savesIncrementally ? guarded.withLock { $0.segmentLoan } : nil
             let staged = try BundleWriter.stage(content, metadata: metadata, to: path, options: options.saving,
-                                                reusing: verified)
-            let identity = try staged.commit()
+                                                reusing: loan)
+            let written = try staged.commit()
             let saved = staged.metadata
             options.logger.info("saved \(path): \(staged.report)")
             guarded.withLock {
-                $0.verifiedBundle = identity
+                $0.segmentLoan = written
                 $0.lastSave = staged.report
                 $0.lastSaveError = nil
             }
@@ -398,7 +398,7 @@ public final class Document: Sendable {
         }
         let scratch = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "revert-")
         defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the revert's outcome is what counts.
-        let (extracted, verified) = try reader.extractVerifying(into: scratch.appending("content"),
+        let (extracted, loan) = try reader.extractVerifying(into: scratch.appending("content"),
                                                                 forReuse: options.savesIncrementally)
         var configuration = Configuration()
         configuration.readonly = true
@@ -426,7 +426,7 @@ public final class Document: Sendable {
                 $0.metadata = reader.metadata
                 $0.savedChangeCounter = counter
                 $0.savedGeneration += 1
-                $0.verifiedBundle = verified
+                $0.segmentLoan = loan
                 if $0.state != .editingDisabled { $0.state = .normal }
             }
             try self.workingCopy.writeBase(WorkingCopy.Base(bundle: self.path.string,
@@ -453,15 +453,15 @@ public final class Document: Sendable {
     /// segment when it allows, its store extracted into the working folder otherwise. SQLite reads the new header's
     /// change counter at its next read and drops its page cache; the caches are released now too.
     private func reload(_ slot: StoreSlot, from reader: BundleReader, queue: DatabaseQueue) async throws {
-        let source: any StoreSource
-        if let store = SegmentedStore(reader: reader, cacheSize: BundleStore.defaultCacheSize) {
-            source = store
-        } else {
-            let folder = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "reloaded-")
-            // > Removed once open: the descriptor keeps the store readable, and nothing piles up revert after revert.
-            defer { try? FileSystem.removeTree(folder) }  // Squash cleanup error: the reload's outcome is what counts.
-            source = try StoreFile(reader.extract(into: folder.appending("content"), permissions: [.ownerReadWrite]).store)
-            options.logger.notice("\(path): the store was extracted to be read: \(SegmentedStore.unavailableReason(reader) ?? "")")
+        var folder: FilePath?
+        // > An extracted store is removed once open: the descriptor keeps it readable, and nothing piles up revert
+        // > after revert.
+        defer { if let folder { try? FileSystem.removeTree(folder) } }  // Squash cleanup error: the reload counts.
+        let source = try ReadOnlyStore.source(reader, cacheSize: BundleStore.defaultCacheSize,
+                                              logger: options.logger) {
+            let made = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "reloaded-")
+            folder = made
+            return try reader.extract(into: made.appending("content"), permissions: [.ownerReadWrite]).store
         }
         // > SQLite tells stores apart by their header (change counter, page count, free list, schema cookie): one that
         // > agrees on all of them but holds other bytes would be read with the old one's cached pages and schema.
@@ -534,7 +534,6 @@ public final class Document: Sendable {
             throw error
         }
         try? queue.close()  // Squash close error: nothing is pending, and the copy is removed next.
-        if let inPlace { BundleVFS.forget(inPlace.uri) }
         let (copyLock, header) = guarded.withLock { guarded -> (FileDescriptor?, FileDescriptor?) in
             defer {
                 guarded.workingCopyLock = nil
@@ -561,11 +560,7 @@ public final class Document: Sendable {
 
     /// Whether the working copy's `.lock` is still the file this open locked (its ownership token).
     private static func ownsWorkingCopy(_ lock: FileDescriptor, _ copy: WorkingCopy) -> Bool {
-        var held = stat()
-        var named = stat()
-        return fstat(lock.rawValue, &held) == 0
-            && copy.directory.appending(".lock").withPlatformString({ lstat($0, &named) }) == 0
-            && held.st_dev == named.st_dev && held.st_ino == named.st_ino
+        FileSystem.isFile(lock, stillNamed: copy.directory.appending(".lock"))
     }
 
     /// Starts the autosave loop when the options ask for one (``OpenOptions/autosaveInterval``).

@@ -80,12 +80,7 @@ final class DocumentLock: Sendable {
             }
             // The holder before us may have removed the file between our open and our flock: then the lock we hold
             // is on a file nobody else will ever look at. Only the file still under the name counts.
-            var opened = stat()
-            var named = stat()
-            let isCurrent = fstat(descriptor.rawValue, &opened) == 0
-                && path.withPlatformString({ lstat($0, &named) }) == 0
-                && opened.st_dev == named.st_dev && opened.st_ino == named.st_ino
-            if isCurrent { return descriptor }
+            if FileSystem.isFile(descriptor, stillNamed: path) { return descriptor }
             try? descriptor.close()  // Squash close error: a stale file, try the current one.
         }
     }

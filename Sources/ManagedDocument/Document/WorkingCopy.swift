@@ -50,22 +50,21 @@ struct WorkingCopy {
             throw DocumentError(.cannotCreate, path: root, reason: "cannot create the working copies' folder",
                                 underlyingError: Errno(rawValue: errno))
         }
-        var info = stat()
-        guard root.withPlatformString({ lstat($0, &info) }) == 0 else {
+        guard let info = FileSystem.Status(root) else {
             throw DocumentError(.cannotCreate, path: root, reason: "cannot read the working copies' folder",
                                 underlyingError: Errno(rawValue: errno))
         }
         let advice = "working copies go only into a private folder of your own; set OpenOptions.workingDirectory or TMPDIR to another one"
-        switch info.st_mode & S_IFMT {
-        case S_IFDIR: break
-        case S_IFLNK: throw DocumentError(.cannotCreate, path: root, reason: "is a symbolic link; \(advice)")
-        default: throw DocumentError(.cannotCreate, path: root, reason: "is not a folder; \(advice)")
+        switch info.kind {
+        case .directory: break
+        case .symlink: throw DocumentError(.cannotCreate, path: root, reason: "is a symbolic link; \(advice)")
+        case .regular, .other: throw DocumentError(.cannotCreate, path: root, reason: "is not a folder; \(advice)")
         }
-        guard info.st_uid == geteuid() else {
+        guard info.owner == geteuid() else {
             throw DocumentError(.cannotCreate, path: root,
-                                reason: "belongs to another user (uid \(info.st_uid)); \(advice)")
+                                reason: "belongs to another user (uid \(info.owner)); \(advice)")
         }
-        if isDefault, info.st_mode & 0o077 != 0, root.withPlatformString({ chmod($0, 0o700) }) != 0 {
+        if isDefault, info.permissions & 0o077 != 0, root.withPlatformString({ chmod($0, 0o700) }) != 0 {
             throw DocumentError(.cannotCreate, path: root, reason: "cannot make the working copies' folder private",
                                 underlyingError: Errno(rawValue: errno))
         }

@@ -123,11 +123,10 @@ struct SourceSnapshot {
                 copies.append((journal, "persistentStore-journal"))
             } else if inPlaceAllowed {
                 // The main file is the committed state, and stays so while this lock is held: no copy.
-                var info = stat()
-                guard fstat(main.rawValue, &info) == 0 else {
+                guard let status = FileSystem.Status(main) else {
                     throw DocumentError.io("cannot read the store's status", path: legacy.store, errno: Errno(rawValue: errno))
                 }
-                var files = [DocumentMetadata.Entry(name: mainFileName(of: legacy), size: Int64(info.st_size), sha256: "")]
+                var files = [DocumentMetadata.Entry(name: mainFileName(of: legacy), size: status.size, sha256: "")]
                 for sidecar in legacy.sidecars {
                     let digest = try FileSystem.digest(of: sidecar)
                     files.append(DocumentMetadata.Entry(name: relativeName(sidecar, in: legacy), size: digest.size,
@@ -321,16 +320,15 @@ struct FileStamp: Equatable {
             return
         }
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
-        var info = stat()
-        guard fstat(descriptor.rawValue, &info) == 0 else {
+        guard let status = FileSystem.Status(descriptor) else {
             throw DocumentError.io("cannot read the file's status", path: path, errno: Errno(rawValue: errno))
         }
         exists = true
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
-        size = Int64(info.st_size)
-        modifiedSeconds = Int(info.st_mtim.tv_sec)
-        modifiedNanoseconds = Int(info.st_mtim.tv_nsec)
+        device = status.identity.device
+        inode = status.identity.inode
+        size = status.size
+        modifiedSeconds = Int(status.identity.modified.tv_sec)
+        modifiedNanoseconds = Int(status.identity.modified.tv_nsec)
         head = try FileSystem.read(descriptor, at: 0, count: headCount, path: path)
         head += [UInt8](repeating: 0, count: headCount - head.count)
     }

@@ -65,16 +65,15 @@ final class AtomicFile {
         /// the bits `source` lacks.
         init(target: FilePath?, restrictingTo source: FilePath?) {
             mode = 0o666 & ~Self.umask()
-            var replaced = stat()
-            if let target, target.withPlatformString({ lstat($0, &replaced) }) == 0, replaced.st_mode & S_IFMT == S_IFREG {
-                mode = replaced.st_mode & 0o777
-                if replaced.st_uid != geteuid() || replaced.st_gid != getegid() {
-                    owner = (replaced.st_uid, replaced.st_gid)
+            // > A status that cannot be read is as no file: a new file's bits, not restricted.
+            if let target, let replaced = FileSystem.Status(target), replaced.kind == .regular {
+                mode = replaced.permissions & 0o777
+                if replaced.owner != geteuid() || replaced.group != getegid() {
+                    owner = (replaced.owner, replaced.group)
                 }
             }
-            var original = stat()
-            if let source, source.withPlatformString({ stat($0, &original) }) == 0 {
-                mode &= original.st_mode & 0o777
+            if let source, let original = FileSystem.Status(source, followingLinks: true) {
+                mode &= original.permissions & 0o777
             }
         }
 
@@ -188,17 +187,15 @@ final class AtomicFile {
     /// Gives the temporary file the permission bits, owner and group of the file it is about to replace (owner and
     /// group only as far as this process may set them; the bits always).
     private func adoptPermissionsOfTarget() throws {
-        var replaced = stat()
-        guard target.withPlatformString({ lstat($0, &replaced) }) == 0, replaced.st_mode & S_IFMT == S_IFREG else {
+        guard let replaced = FileSystem.Status(target), replaced.kind == .regular else {
             return  // nothing to replace (or not a regular file, which the rename refuses or replaces as it is)
         }
-        var current = stat()
-        if fstat(descriptor.rawValue, &current) == 0, current.st_uid != replaced.st_uid || current.st_gid != replaced.st_gid {
-            if fchown(descriptor.rawValue, replaced.st_uid, replaced.st_gid) != 0 {
-                _ = fchown(descriptor.rawValue, uid_t.max, replaced.st_gid)  // not allowed: the group alone, if it may
+        if let current = FileSystem.Status(descriptor), current.owner != replaced.owner || current.group != replaced.group {
+            if fchown(descriptor.rawValue, replaced.owner, replaced.group) != 0 {
+                _ = fchown(descriptor.rawValue, uid_t.max, replaced.group)  // not allowed: the group alone, if it may
             }
         }
-        guard fchmod(descriptor.rawValue, replaced.st_mode & 0o777) == 0 else {
+        guard fchmod(descriptor.rawValue, replaced.permissions & 0o777) == 0 else {
             throw DocumentError(.ioFailure, path: temporaryPath,
                                 reason: "cannot give the new file the permissions of the one it replaces",
                                 underlyingError: Errno(rawValue: errno))

@@ -11,29 +11,63 @@ import SystemPackage
 enum FileSystem {
     enum Kind: Equatable { case regular, directory, symlink, other }
 
+    /// What `lstat(2)`, `stat(2)` or `fstat(2)` says of a file: the one place the library calls them.
     struct Status {
         var kind: Kind
         var size: Int64
         var modificationTime: Double
+        /// The permission bits (`st_mode & 0o7777`).
+        var permissions: mode_t
+        var owner: uid_t
+        var group: gid_t
+        /// Which file it is, and whether it has changed (``FileIdentity``).
+        var identity: FileIdentity
+
+        /// `lstat(2)`: the status of the file itself, not of what a link points to (`stat(2)` with
+        /// `followingLinks`); `nil`, with `errno` saying why, when it fails.
+        init?(_ path: FilePath, followingLinks: Bool = false) {
+            var info = stat()
+            let result = path.withPlatformString { followingLinks ? stat($0, &info) : lstat($0, &info) }
+            guard result == 0 else { return nil }
+            self.init(info)
+        }
+
+        /// `fstat(2)`: the status of the file `descriptor` reads; `nil`, with `errno` saying why, when it fails.
+        init?(_ descriptor: FileDescriptor) {
+            var info = stat()
+            guard fstat(descriptor.rawValue, &info) == 0 else { return nil }
+            self.init(info)
+        }
+
+        private init(_ info: stat) {
+            switch info.st_mode & S_IFMT {
+            case S_IFREG: kind = .regular
+            case S_IFDIR: kind = .directory
+            case S_IFLNK: kind = .symlink
+            default: kind = .other
+            }
+            size = Int64(info.st_size)
+            modificationTime = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+            permissions = info.st_mode & 0o7777
+            owner = info.st_uid
+            group = info.st_gid
+            identity = FileIdentity(info)
+        }
     }
 
     /// `lstat(2)`: the status of the file itself, not of what a link points to. `nil` when nothing is there.
     static func status(_ path: FilePath) throws -> Status? {
-        var info = stat()
-        let result = path.withPlatformString { lstat($0, &info) }
-        if result != 0 {
-            if errno == ENOENT || errno == ENOTDIR { return nil }
-            throw DocumentError.io("cannot read the file's status", path: path, errno: Errno(rawValue: errno))
-        }
-        let kind: Kind
-        switch info.st_mode & S_IFMT {
-        case S_IFREG: kind = .regular
-        case S_IFDIR: kind = .directory
-        case S_IFLNK: kind = .symlink
-        default: kind = .other
-        }
-        let mtime = Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
-        return Status(kind: kind, size: Int64(info.st_size), modificationTime: mtime)
+        if let status = Status(path) { return status }
+        if errno == ENOENT || errno == ENOTDIR { return nil }
+        throw DocumentError.io("cannot read the file's status", path: path, errno: Errno(rawValue: errno))
+    }
+
+    /// Whether `descriptor` is still the file named `path` (the name itself, a link not followed): the same device
+    /// and inode. A lock file's holder asks it after taking the lock: the file may have been removed, or replaced
+    /// under its name, since it was opened.
+    static func isFile(_ descriptor: FileDescriptor, stillNamed path: FilePath) -> Bool {
+        guard let opened = Status(descriptor), let named = Status(path) else { return false }
+        return opened.identity.isSameFile(as: named.identity)
     }
 
     static func exists(_ path: FilePath) throws -> Bool {
@@ -194,8 +228,7 @@ enum FileSystem {
             throw DocumentError(.cannotCreate, path: destination, reason: "cannot create the file", underlyingError: error)
         }
         defer { try? output.close() }  // Squash close error: callers check what they copied.
-        var info = stat()
-        let expected = fstat(input.rawValue, &info) == 0 ? Int64(info.st_size) : Int64(ChunkPipeline.chunkSize)
+        let expected = Status(input)?.size ?? Int64(ChunkPipeline.chunkSize)
         let pipeline = ChunkPipeline.forStream(ofSize: expected)
         var size: Int64 = 0
         while true {
@@ -323,13 +356,12 @@ struct FileIdentity: Equatable, Sendable {
 
     /// The identity of the file `descriptor` reads, now; `nil` when `fstat(2)` fails.
     init?(_ descriptor: FileDescriptor) {
-        var info = stat()
-        guard fstat(descriptor.rawValue, &info) == 0 else { return nil }
-        self.init(info)
+        guard let status = FileSystem.Status(descriptor) else { return nil }
+        self = status.identity
     }
 
     /// The identity a file status describes.
-    init(_ info: stat) {
+    fileprivate init(_ info: stat) {
         device = UInt64(info.st_dev)
         inode = UInt64(info.st_ino)
         size = Int64(info.st_size)
@@ -341,6 +373,9 @@ struct FileIdentity: Equatable, Sendable {
     /// some network file systems) shows both times with no nanoseconds, and a rewrite within the same second
     /// would keep the identity. Such an identity proves nothing (one chance in 10^18 of being wrong the safe way).
     var hasFineTimes: Bool { modified.tv_nsec != 0 || changed.tv_nsec != 0 }
+
+    /// Whether both name the same file (device and inode), whatever its content and times.
+    func isSameFile(as other: FileIdentity) -> Bool { device == other.device && inode == other.inode }
 
     static func == (a: FileIdentity, b: FileIdentity) -> Bool {
         a.device == b.device && a.inode == b.inode && a.size == b.size

@@ -43,8 +43,8 @@ struct SegmentReuseTests {
         var options = WritingOptions(compression: .deflate(level: 2), replacesExisting: true)
         options.compressionThreads = 2
         let staged = try BundleWriter.stage(BundleContent(store: store), metadata: DocumentMetadata(), to: bundle,
-                                            options: options, reusing: reusing)
-        let identity = try #require(try staged.commit())
+                                            options: options, reusing: reusing.flatMap(SegmentLoan.init(written:)))
+        let identity = try #require(try staged.commit()).identity
         return (identity, staged.report)
     }
 
@@ -219,7 +219,7 @@ struct SegmentReuseTests {
             // Untouched: the extraction proves the file it read, and names it.
             let reader = try BundleReader(at: bundle)
             let (_, verified) = try reader.extractVerifying(into: directory.appending("a"), forReuse: true)
-            #expect(verified == reader.openedIdentity)
+            #expect(verified?.identity == reader.openedIdentity)
 
             // Written to (the same bytes, in place) after the reader opened it and before it is extracted: the file
             // may hold other bytes than the ones checked, so the extraction vouches for nothing.

@@ -1,0 +1,113 @@
+import Crypto
+import SystemPackage
+
+/// Reads one segment of a bundle's store (the bytes its digest covers) from the bundle, as ``SegmentPlan`` cuts
+/// them: a stored store by offset, a deflated one by inflating only its restart segments; every segment is checked
+/// against its SHA-256 before any of its bytes are handed out.
+///
+/// Reads the descriptor its ``BundleReader`` opened, for its whole life: a bundle replaced on disk meanwhile is not
+/// seen. Holds the segment (at most ``ReadingLimits/maxDigestSegmentSize``) and the compressed bytes of one restart
+/// segment at a time (at most deflate's bound for ``ReadingLimits/maxRestartSegmentSize``).
+struct SegmentLoader: Sendable {
+    let reader: BundleReader
+    let plan: SegmentPlan
+
+    /// Segment `index`, checked against its digest.
+    func load(_ index: Int) throws -> [UInt8] {
+        // > index < ⌈size ÷ interval⌉ (the digests' count, checked at open), so start < size: no overflow.
+        let start = Int64(index) * plan.interval
+        let length = Int(min(plan.interval, plan.size - start))
+        let damaged = Damage(path: reader.path, segment: plan.isWhole ? nil : index, start: start, length: length)
+        var bytes: [UInt8]
+        if plan.restarts != nil {
+            bytes = [UInt8](repeating: 0, count: length)
+            try inflate(index, into: &bytes, damaged)
+        } else {
+            bytes = try FileSystem.read(reader.descriptor, at: Int64(plan.dataOffset) + start, count: length,
+                                        path: reader.path)
+            guard bytes.count == length else { throw damaged("is cut short", code: .truncatedArchive) }
+        }
+        guard SHA256.hash(data: bytes).hexString == plan.digests[index] else {
+            throw damaged("does not match its SHA-256 in \(plan.isWhole ? "'store.sha256' (the whole store)" : "'store.segments'"); the bundle is damaged, restore it from a backup")
+        }
+        return bytes
+    }
+
+    /// The error for a segment that is not what its plan says.
+    private struct Damage {
+        let path: FilePath
+        let segment: Int?
+        let start: Int64
+        let length: Int
+
+        func callAsFunction(_ reason: String, code: DocumentError.Code = .checksumMismatch) -> DocumentError {
+            DocumentError(code, path: path, entry: BundleLayout.store,
+                          reason: "\(segment.map { "segment \($0)" } ?? "the store") (bytes \(start)-\(start + Int64(length) - 1)) \(reason); no byte of it was used")
+        }
+    }
+
+    /// Inflates the restart segments of segment `index` into `bytes`, one read of compressed bytes each.
+    private func inflate(_ index: Int, into bytes: inout [UInt8], _ damaged: Damage) throws {
+        guard let restarts = plan.restarts else { return }
+        let restartLength = Int(plan.interval) / plan.restartsPerSegment
+        let first = index * plan.restartsPerSegment
+        let last = min(first + plan.restartsPerSegment, restarts.offsets.count)
+        // > One inflater of each kind a load: loads run on the reading and the read-ahead threads.
+        let fast = StreamInflater()
+        var strict: SegmentInflater?
+        for restart in first..<last {
+            // > Offsets increase strictly inside the entry's data (checked at open): one read a restart segment,
+            // > so that only one restart segment's compressed bytes are held at a time.
+            let range = restarts.fileRange(ofSegment: restart, dataOffset: plan.dataOffset,
+                                           compressedSize: plan.compressedSize)
+            let compressed = try FileSystem.read(reader.descriptor, at: range.lowerBound, count: range.count,
+                                                 path: reader.path)
+            guard compressed.count == range.count else { throw damaged("is cut short", code: .truncatedArchive) }
+            let outputStart = (restart - first) * restartLength
+            let outputRange = outputStart..<(outputStart + min(restartLength, bytes.count - outputStart))
+            // > ISA-L first: several times as fast as zlib. Its output is only a candidate: the digest decides.
+            // > A restart segment it does not fill exactly goes through zlib, which names the fault.
+            let filled = compressed.withUnsafeBytes { input in
+                bytes.withUnsafeMutableBytes { output in
+                    guard let fast else { return false }
+                    return Self.inflateFast(fast, input, into: UnsafeMutableRawBufferPointer(rebasing: output[outputRange]))
+                }
+            }
+            if filled { continue }
+            if strict == nil { strict = SegmentInflater() }
+            guard let inflater = strict else {
+                throw DocumentError(.ioFailure, path: reader.path, reason: "cannot allocate memory to inflate the store")
+            }
+            let result = compressed.withUnsafeBytes { input in
+                bytes.withUnsafeMutableBytes { output in
+                    inflater.inflate(input, into: UnsafeMutableRawBufferPointer(rebasing: output[outputRange]),
+                                     isLast: restart + 1 == restarts.offsets.count)
+                }
+            }
+            switch result {
+            case .success(let produced) where produced == outputRange.count: break
+            case .success(let produced):
+                throw damaged("inflates to \(produced) bytes, not \(outputRange.count), at restart point \(restart)", code: .sizeMismatch)
+            case .failure(.overflow):
+                throw damaged("inflates to more than its share at restart point \(restart)", code: .sizeMismatch)
+            case .failure:
+                throw damaged("is not valid deflate data from restart point \(restart) on its own", code: .corruptArchive)
+            }
+        }
+    }
+
+    /// Inflates one restart segment with ISA-L into `output`; whether it filled it exactly, using every input byte.
+    private static func inflateFast(_ inflater: StreamInflater, _ input: UnsafeRawBufferPointer,
+                                    into output: UnsafeMutableRawBufferPointer) -> Bool {
+        inflater.reset()
+        inflater.feed(input)
+        var produced = 0
+        while produced < output.count {
+            guard let (count, finished) = inflater.inflate(into: UnsafeMutableRawBufferPointer(rebasing: output[produced...]))
+            else { return false }
+            produced += count
+            if finished || count == 0 { break }
+        }
+        return produced == output.count && inflater.pending == 0
+    }
+}

@@ -1,0 +1,37 @@
+import SystemPackage
+
+/// A bundle's store served segment by segment from the bundle itself (FORMAT.md 11.4): segments loaded and checked
+/// by a ``SegmentLoader``, kept and read ahead by a ``SegmentCache``.
+final class SegmentSource: StoreSource {
+    let cache: SegmentCache
+    private let firstFailure = FirstFailure()
+
+    init(_ reader: BundleReader, plan: SegmentPlan, cacheSize: Int) {
+        cache = SegmentCache(SegmentLoader(reader: reader, plan: plan), cacheSize: cacheSize)
+    }
+
+    var size: Int64 { cache.loader.plan.size }
+    var origin: FilePath { cache.loader.reader.path }
+
+    func read(into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) throws -> Int {
+        let interval = cache.loader.plan.interval
+        var copied = 0
+        while copied < count, offset + Int64(copied) < size {
+            let position = offset + Int64(copied)
+            let index = Int(position / interval)
+            let segment = try cache.segment(index)
+            let start = Int(position - Int64(index) * interval)
+            let take = min(count - copied, segment.count - start)
+            segment.withUnsafeBytes { bytes in
+                guard let base = bytes.baseAddress else { return }
+                (buffer + copied).copyMemory(from: base + start, byteCount: take)
+            }
+            copied += take
+        }
+        return copied
+    }
+
+    func fail(_ error: DocumentError) { firstFailure.record(error) }
+
+    var failure: DocumentError? { firstFailure.error }
+}

@@ -1,0 +1,28 @@
+import Synchronization
+import SystemPackage
+
+/// Where a store opened through ``BundleVFS`` reads its bytes: a bundle's store served segment by segment
+/// (``SegmentSource``), or a store file (``StoreFile``, one extracted because its bundle cannot be served in place).
+protocol StoreSource: Sendable {
+    /// The store's size in bytes.
+    var size: Int64 { get }
+    /// Copies `count` bytes at `offset` into `buffer`; returns how many there were (fewer at the store's end).
+    func read(into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) throws -> Int
+    /// Records why a read failed, for the caller to report.
+    func fail(_ error: DocumentError)
+    /// The first failure recorded.
+    var failure: DocumentError? { get }
+    /// The bundle or file it reads, for errors.
+    var origin: FilePath { get }
+}
+
+/// The first failure a source met, kept for the caller to report (SQLite only says "disk I/O error").
+final class FirstFailure: Sendable {
+    private let first = Mutex<DocumentError?>(nil)
+
+    /// Records `error` unless one is recorded already.
+    func record(_ error: DocumentError) { first.withLock { if $0 == nil { $0 = error } } }
+
+    /// The failure recorded first, if any.
+    var error: DocumentError? { first.withLock { $0 } }
+}

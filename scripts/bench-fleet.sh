@@ -79,7 +79,9 @@ median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 fresh() { rm -rf "$WORK/$1" && mkdir "$WORK/$1" && cp -a "$PRISTINE/." "$WORK/$1" && sync; }
 declare -A results
 record() { results[$1]+="$2 "; }
-peak_rss() { cat "$@" | awk '{ print $2 }' | sort -n | tail -1; }
+# /usr/bin/time's last line is "seconds KiB" (a line before it says when the command exited non-zero).
+field() { tail -1 "$2" | awk -v n="$1" '{ print $n }'; }
+peak_rss() { local file; for file in "$@"; do field 2 "$file"; done | sort -n | tail -1; }
 array_wait() { while squeue -h -j "$1" 2>/dev/null | grep -q .; do sleep 0.1; done; }
 
 for round in $(seq "$RUNS"); do
@@ -112,8 +114,8 @@ for round in $(seq "$RUNS"); do
     wall=$(( ($(now) - start) / 1000000 ))
     record plan "$wall"
     record plan_only "$(( (plan_done - start) / 1000000 ))"
-    record plan_rss "$(awk '{ print $2 }' "$WORK/time-$plan_job.txt")"
-    record plan_task_rss "$(find "$WORK" -maxdepth 1 -name 'time-*.txt' ! -name "time-$plan_job.txt" -exec cat {} + | awk '{ print $2 }' | sort -n | tail -1)"
+    record plan_rss "$(field 2 "$WORK/time-$plan_job.txt")"
+    record plan_task_rss "$(peak_rss $(find "$WORK" -maxdepth 1 -name 'time-*.txt' ! -name "time-$plan_job.txt"))"
     log "round $round: plan job $(( (plan_done - start) / 1000000 )) ms, plan + array ${wall} ms"
 
     # single: one process.
@@ -123,7 +125,7 @@ for round in $(seq "$RUNS"); do
         --report "$WORK/single-report.json" > /dev/null || true
     wall=$(( ($(now) - start) / 1000000 ))
     record single "$wall"
-    record single_rss "$(awk '{ print $2 }' "$WORK/time-single.txt")"
+    record single_rss "$(field 2 "$WORK/time-single.txt")"
     log "round $round: one process ${wall} ms"
 
     # The merges of the plan array's reports.
@@ -131,12 +133,12 @@ for round in $(seq "$RUNS"); do
     start=$(now)
     /usr/bin/time -f '%e %M' -o "$WORK/time-merge.txt" "$BIN" merge-reports "$reports" "$TASKS" --output "$WORK/merged.json" > /dev/null 2>&1 || true
     record merge "$(( ($(now) - start) / 1000000 ))"
-    record merge_rss "$(awk '{ print $2 }' "$WORK/time-merge.txt")"
+    record merge_rss "$(field 2 "$WORK/time-merge.txt")"
     start=$(now)
     /usr/bin/time -f '%e %M' -o "$WORK/time-jq.txt" "$WORK/merge-reports-jq.sh" "$reports" "$TASKS" > "$WORK/merged-jq.json" 2>/dev/null || true
     record jq "$(( ($(now) - start) / 1000000 ))"
-    record jq_rss "$(awk '{ print $2 }' "$WORK/time-jq.txt")"
-    log "round $round: merge-reports $(awk '{print $1}' "$WORK/time-merge.txt") s, jq $(awk '{print $1}' "$WORK/time-jq.txt") s"
+    record jq_rss "$(field 2 "$WORK/time-jq.txt")"
+    log "round $round: merge-reports $(field 1 "$WORK/time-merge.txt") s $(field 2 "$WORK/time-merge.txt") KiB, jq $(field 1 "$WORK/time-jq.txt") s $(field 2 "$WORK/time-jq.txt") KiB"
 done
 
 log "checking the last plan array's tree against the manifest"

@@ -242,7 +242,8 @@ public struct BatchReport: Codable, Sendable, Equatable {
 /// `.NAME.*.spool` file (a walk never takes it for an item, nor removes it) that starts with a line naming the run; a run
 /// killed before its report was written (SIGKILL, the OOM killer, a lost node) leaves its spool unlocked, and the next
 /// run of the shard adds what it recorded to the report as an attempt marked ``BatchReport/Attempt/killed`` before it
-/// starts, then removes it. The merge at the end holds both runs' items in memory (about a kilobyte each), once.
+/// starts, then removes it. The merge at the end sorts this run's items in chunks aside and merges them with the
+/// earlier report's as streams: memory stays flat whatever the shard's size.
 ///
 /// ```swift
 /// let run = BatchReport(root: "/srv/home", shard: .all, dryRun: false, legacy: "backup",
@@ -324,9 +325,11 @@ public final class BatchReportFile: Sendable {
         }
     }
 
-    /// Writes the report: this run's items and `summary` merged into the report already at the path.
+    /// Writes the report: this run's items and `summary` merged into the report already at the path, in bounded
+    /// memory (the items are sorted in chunks aside, then merged with the earlier report's as streams).
     ///
-    /// - Returns: the report as written.
+    /// - Returns: the report as written, without its items (they can be millions: ``BatchReport/read(from:)`` reads
+    ///   them back); its ``BatchReport/summary`` counts them.
     /// - Throws: ``DocumentError`` when it cannot be written; the file already there is then unchanged.
     @discardableResult
     public func commit(summary: BatchSummary, finishedAt: Date = Date()) throws -> BatchReport {
@@ -340,11 +343,10 @@ public final class BatchReportFile: Sendable {
             guard let descriptor = spool.descriptor else {
                 throw DocumentError(.cannotCreate, path: path, reason: "the report was already written")
             }
-            run.items = try BatchReportSpool.items(in: descriptor, path: spool.path, upTo: spool.offset).items
+            let items = try BatchReportSpool.items(in: descriptor, path: spool.path, upTo: spool.offset).items
             let report = try Self.withFolderLocked(of: path) {
-                let report = run.merged(into: try Self.previousReport(at: path, for: run))
-                try Self.write(report, to: path)
-                return report
+                try ReportComposer.write(run: run, as: run.thisAttempt, items: items,
+                                         previous: try Self.previousReport(at: path, for: run), to: path)
             }
             try? FileSystem.removeFile(spool.path)  // Cleanup: its items are in the report; a leftover is an empty attempt.
             try? descriptor.close()  // Squash close error of a removed spool.
@@ -362,32 +364,19 @@ public final class BatchReportFile: Sendable {
         return try body()
     }
 
-    /// Writes `report` at `path`: aside, flushed, renamed into place.
-    static func write(_ report: BatchReport, to path: FilePath) throws {
-        let data = try report.encoded()
-        let file = try AtomicFile(target: path, replacing: true, removingStale: false)
-        do {
-            try data.withUnsafeBytes { try FileSystem.writeAll(file.descriptor, $0, path: file.temporaryPath) }
-            try file.commit()
-        } catch {
-            file.discard()
-            throw error
-        }
-    }
-
     /// The report an earlier run left at the path, `nil` when there is none.
-    static func previousReport(at path: FilePath, for run: BatchReport) throws -> BatchReport? {
+    static func previousReport(at path: FilePath, for run: BatchReport) throws -> ReportCursor? {
         guard try FileSystem.exists(path) else { return nil }
-        let previous: BatchReport
+        let previous: ReportCursor
         do {
-            previous = try BatchReport.read(from: path)
+            previous = try ReportCursor(path: path)
         } catch let error as DocumentError where error.code == .notFound {
             return nil
         } catch let error as DocumentError {
             throw DocumentError(.cannotCreate, path: path,
                                 reason: "\(error.code == .invalidMetadata ? error.reason : "cannot be read as a batch report (\(error.reason))"); it was left as it is: choose another report file")
         }
-        if let conflict = run.conflict(with: previous) {
+        if let conflict = run.conflict(with: previous.header) {
             throw DocumentError(.cannotCreate, path: path,
                                 reason: "cannot take this run's report: \(conflict); choose another report file")
         }

@@ -199,44 +199,32 @@ final class MergedOutput {
 /// An unnamed temporary file written as a stream of JSON array elements, one per line, buffered.
 final class ScratchStream {
     private let descriptor: FileDescriptor
-    private var buffer = Data()
-    private var written: Int64 = 0
+    private let output: BufferedOutput
     private var count = 0
 
     init() throws {
         descriptor = try FileSystem.unnamedTemporaryFile()
+        output = BufferedOutput(descriptor, path: "<temporary>")
     }
 
     deinit { try? descriptor.close() }  // Squash close error of a file without a name.
 
     func appendElement(_ element: Data) throws {
-        buffer += Data((count == 0 ? "\n" : ",\n").utf8)
-        buffer += element
+        try output.write(Data((count == 0 ? "\n" : ",\n").utf8) + element)
         count += 1
-        if buffer.count >= 1 << 20 { try flush() }
-    }
-
-    private func flush() throws {
-        try buffer.withUnsafeBytes { bytes in
-            do { _ = try descriptor.writeAll(toAbsoluteOffset: written, bytes) } catch let error as Errno {
-                throw DocumentError.io("cannot write a temporary file", path: "<temporary>", errno: error)
-            }
-        }
-        written += Int64(buffer.count)
-        buffer.removeAll(keepingCapacity: true)
     }
 
     /// Copies the elements (and a final newline when there are any) to `output`.
-    func copy(to output: FileDescriptor) throws {
-        if count > 0 { buffer += Data("\n".utf8) }
-        try flush()
+    func copy(to destination: FileDescriptor) throws {
+        if count > 0 { try output.write(Data("\n".utf8)) }
+        try output.flush()
         var position: Int64 = 0
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: LineReader.chunkSize, alignment: 16)
         defer { chunk.deallocate() }
-        while position < written {
+        while position < output.written {
             let got = try FileSystem.read(descriptor, at: position, into: chunk, path: "<temporary>")
             guard got > 0 else { break }
-            try FileSystem.writeAll(output, UnsafeRawBufferPointer(rebasing: chunk[0..<got]), path: "<output>")
+            try FileSystem.writeAll(destination, UnsafeRawBufferPointer(rebasing: chunk[0..<got]), path: "<output>")
             position += Int64(got)
         }
     }

@@ -259,7 +259,7 @@ public struct BatchReportMerger: Sendable {
 }
 
 /// A min-heap of the reports' current items, by source, then report.
-private struct SourceHeap {
+struct SourceHeap {
     private var entries: [(item: BatchItem, report: Int)] = []
 
     private static func less(_ a: (item: BatchItem, report: Int), _ b: (item: BatchItem, report: Int)) -> Bool {

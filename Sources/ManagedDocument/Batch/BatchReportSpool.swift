@@ -56,8 +56,8 @@ struct BatchReportSpool {
         return line + Data("\n".utf8)
     }
 
-    /// The items of a spool (after its first line) up to `end`, and its header when it has one; a last line cut short
-    /// (the run died while writing it) is left out.
+    /// The items of a spool (after its first line) up to `end`, sorted in bounded memory, and its header when it
+    /// has one; a last line cut short (the run died while writing it) is left out.
     static func items(in descriptor: FileDescriptor, path: FilePath, upTo end: Int64? = nil) throws -> Contents {
         var lines = LineReader(descriptor, path: path, maxLineLength: ReportCursor.maxLineLength)
         var contents = Contents()
@@ -77,7 +77,9 @@ struct BatchReportSpool {
                 }
                 let item = try BatchPlan.decoder.decode(BatchItem.self, from: Data(line.bytes))
                 started.remove(item.source)
-                contents.items.append(item)
+                try contents.items.add(item, line: Data(line.bytes))
+            } catch let error as DocumentError {
+                throw error
             } catch {
                 throw DocumentError(.invalidMetadata, path: path, reason: "holds a line that is not an item at offset \(line.offset) (\(DocumentError.summary(of: error)))")
             }
@@ -88,8 +90,9 @@ struct BatchReportSpool {
 
     /// What a spool holds.
     struct Contents {
-        var items: [BatchItem] = []
-        /// Items started and not finished.
+        /// Its items, sorted by source.
+        var items = SortedItems()
+        /// Items started and not finished (at most two per job: the set is small).
         var inProgress: [String] = []
         var run: BatchReport?
         var attempt: BatchReport.Attempt?
@@ -129,9 +132,7 @@ struct BatchReportSpool {
         let read = try Self.items(in: descriptor, path: path)
         guard let run = read.run, var attempt = read.attempt, run.conflict(with: current) == nil else { return }
         var killed = run
-        killed.items = read.items
-        var summary = BatchSummary()
-        for item in read.items { summary.add(item) }
+        var summary = read.items.summary
         let lastWrite = ((try? FileSystem.status(path)) ?? nil).map { Date(timeIntervalSince1970: $0.modificationTime) }
         attempt.finishedAt = max(lastWrite ?? attempt.startedAt, attempt.startedAt)
         summary.duration = attempt.finishedAt.timeIntervalSince(attempt.startedAt)
@@ -141,8 +142,8 @@ struct BatchReportSpool {
         attempt.inProgress = read.inProgress.isEmpty ? nil : read.inProgress
         killed.summary = summary
         killed.finishedAt = attempt.finishedAt
-        let report = killed.merged(into: try BatchReportFile.previousReport(at: reportPath, for: current), as: attempt)
-        try BatchReportFile.write(report, to: reportPath)
+        _ = try ReportComposer.write(run: killed, as: attempt, items: read.items,
+                                     previous: try BatchReportFile.previousReport(at: reportPath, for: current), to: reportPath)
         try FileSystem.removeFile(path)
     }
 }

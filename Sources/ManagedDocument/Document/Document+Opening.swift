@@ -208,7 +208,8 @@ extension Document {
             var metadata = reader.metadata
             var applied: [String] = []
             if let migrator = options.migrations {
-                (applied, needsSave) = try migrate(opened, metadata: &metadata, migrator: migrator, path: path)
+                let outcome = try migrate(opened, model: &metadata.model, with: migrator, bundle: path)
+                (applied, needsSave) = (outcome.applied, outcome.changedDocument)
             }
             document = try Document(path: path, isReadOnly: false, editingDisabled: false,
                                     metadata: metadata, queue: opened, documentLock: documentLock,
@@ -280,16 +281,7 @@ extension Document {
             throw DocumentError(.documentTypeMismatch, path: path,
                                 reason: "is a '\(metadata.mediaType)' document, not '\(options.mediaType)'; it was made by another app and can only be opened read-only")
         }
-        guard let migrator = options.migrations, !migrator.isSupplementary else { return }
-        if let name = metadata.model.name, name != migrator.modelName {
-            throw DocumentError(.modelMismatch, path: path,
-                                reason: "holds the model '\(name)', not '\(migrator.modelName)'; it was made by another app and can only be opened read-only")
-        }
-        if metadata.model.name == migrator.modelName, let version = metadata.model.version,
-           let appVersion = migrator.modelVersion, ModelVersion.isNewer(version, than: appVersion) {
-            throw DocumentError(.newerModel, path: path,
-                                reason: "holds model '\(migrator.modelName)' version \(version), newer than this app's \(appVersion): update the app to edit it (it can be opened read-only)")
-        }
+        try options.migrations?.checkCanMigrate(metadata.model, bundle: path)
     }
 
     private static func lockWorkingCopy(_ copy: WorkingCopy) throws -> FileDescriptor {
@@ -308,44 +300,11 @@ extension Document {
         }
     }
 
-    /// Runs pending migrations on the working copy; throws when one fails (naming it).
-    private static func migrate(_ queue: DatabaseQueue, metadata: inout DocumentMetadata, migrator: DocumentMigrator,
-                                path: FilePath) throws -> (applied: [String], needsSave: Bool) {
-        try queue.writeWithoutTransaction { db in
-            var state = try migrator.modelState(db, metadata: metadata)
-            if let reason = migrator.tooNewReason(state) {
-                throw DocumentError(.newerModel, path: path, reason: reason)
-            }
-            var applied: [String] = []
-            var level = state.level
-            for migration in migrator.pending(state) {
-                do {
-                    let record = try migrator.run(migration, db, level: &level)
-                    state.applied.append(record)
-                    applied.append(migration.identifier)
-                } catch {
-                    throw DocumentError(.migrationFailed, path: path, entry: nil,
-                                        reason: "migration '\(migration.identifier)' failed; the document on disk is unchanged",
-                                        underlyingError: error)
-                }
-            }
-            if migrator.isSupplementary {
-                // > The document keeps its model; only the record of applied migrations grows.
-                if !applied.isEmpty { metadata.model.migrations = state.applied }
-                return (applied, !applied.isEmpty)
-            }
-            let finalLevel = max(level, migrator.compatibilityLevel)
-            let modelChanged = metadata.model.name != migrator.modelName || metadata.model.version != migrator.modelVersion
-                || metadata.model.compatibilityLevel != finalLevel
-            if !applied.isEmpty || modelChanged {
-                try MigrationRecord.ensureTables(db)
-                try MigrationRecord.recordModel(db, name: migrator.modelName, version: migrator.modelVersion,
-                                                compatibilityLevel: finalLevel)
-                metadata.model = DocumentMetadata.Model(name: migrator.modelName, version: migrator.modelVersion,
-                                                        compatibilityLevel: finalLevel, migrations: state.applied)
-            }
-            return (applied, !applied.isEmpty || modelChanged)
-        }
+    /// Runs the migrator on the working copy, on this thread: no one else has the connection yet.
+    private static func migrate(_ queue: DatabaseQueue, model: inout DocumentMetadata.Model,
+                                with migrator: DocumentMigrator,
+                                bundle path: FilePath) throws -> DocumentMigrator.Outcome {
+        try queue.writeWithoutTransaction { db in try migrator.migrate(db, model: &model, bundle: path) }
     }
 
     /// A legacy store for a bundle that does not exist: an explicit location, or one beside it with its stem.
@@ -362,28 +321,5 @@ extension Document {
             if case .legacyStore(let store) = try LegacyDetector.detect(at: candidate) { return store }
         }
         return nil
-    }
-}
-
-/// Model versions as apps write them: dotted numbers ("2", "1.10") compare as numbers, component by component.
-enum ModelVersion {
-    /// Whether `version` is newer than `appVersion`; versions that are not both dotted numbers are never ordered.
-    static func isNewer(_ version: String, than appVersion: String) -> Bool {
-        guard let mine = components(version), let app = components(appVersion) else { return false }
-        for index in 0..<max(mine.count, app.count) {
-            let left = index < mine.count ? mine[index] : 0
-            let right = index < app.count ? app[index] : 0
-            if left != right { return left > right }
-        }
-        return false
-    }
-
-    private static func components(_ version: String) -> [Int]? {
-        let parts = version.split(separator: ".", omittingEmptySubsequences: false)
-        let numbers = parts.compactMap { part -> Int? in
-            guard !part.isEmpty, part.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
-            return Int(part)
-        }
-        return numbers.count == parts.count && !numbers.isEmpty ? numbers : nil
     }
 }

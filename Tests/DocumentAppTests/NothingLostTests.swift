@@ -197,7 +197,7 @@ struct NothingLostTests {
             case "busy": options.conversion.busyTimeout = value
             case "entries": options.limits.maxEntryCount = Int(value)
             case "names": options.limits.maxNameLength = Int(value)
-            default: options.saving = WritingOptions(compression: .deflate(level: Int(value)), replacesExisting: true)
+            default: options.saving = WritingOptions(compression: .deflate(level: Int(value)))
             }
             let bundle = folder.appending("Notes.mdz")
             do {
@@ -208,6 +208,56 @@ struct NothingLostTests {
                 #expect(error.code == .invalidArgument, "\(option): \(error)")
             }
             #expect(!FileManager.default.fileExists(atPath: bundle.string), "\(option): something was written")
+        }
+    }
+
+    @Test("saving options set whole, as the docs show, change the compression only: every save still replaces the bundle")
+    func savingOptionsSetWhole() async throws {
+        try await withScratchFolder { folder in
+            let bundle = folder.appending("Notes.mdz")
+            var options = appOptions(folder)
+            options.saving = WritingOptions(compression: .store)
+            let document = try await Document.open(at: bundle, options: options)
+            for note in 1...2 {
+                try await document.writer.write { db in
+                    try db.execute(sql: "CREATE TABLE IF NOT EXISTS note(n INTEGER)")
+                    try db.execute(sql: "INSERT INTO note(n) VALUES (?)", arguments: [note])
+                }
+                try await document.save()
+                #expect(document.state == .normal)
+                #expect(document.lastSaveError == nil)
+            }
+            try await document.close()
+            let content = try await bundleContent(bundle, folder: folder)
+            #expect(content.tables["note"]?.hasPrefix("2:") == true, "\(content)")
+            #expect(try BundleReader(at: bundle).entries.allSatisfy { !$0.isCompressed }, "the saves stored every entry")
+        }
+    }
+
+    @Test("replacing is an argument of the write: without it an existing file stays and is named; with it, replaced")
+    func replacingIsAnArgument() async throws {
+        try await withScratchFolder { folder in
+            let store = folder.appending("store.sqlite")
+            let queue = try DatabaseQueue(path: store.string)
+            try await queue.write { db in try db.execute(sql: "CREATE TABLE note(n INTEGER); INSERT INTO note VALUES (1)") }
+            try queue.close()
+            let target = folder.appending("Notes.mdz")
+            let notABundle = Data("a file the user keeps".utf8)
+            try notABundle.write(to: URL(fileURLWithPath: target.string))
+            var options = WritingOptions(compression: .store)
+            options.compressionThreads = 1
+            let error = #expect(throws: DocumentError.self) {
+                try BundleWriter.write(BundleContent(store: store), metadata: DocumentMetadata(), to: target, options: options)
+            }
+            #expect(error?.code == .alreadyExists)
+            #expect(error?.path == target)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: target.string)) == notABundle)
+            for _ in 1...2 {
+                try BundleWriter.write(BundleContent(store: store), metadata: DocumentMetadata(), to: target,
+                                       replacingExisting: true, options: options)
+                #expect(try Document.metadata(at: target).store.size > 0)
+            }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder.string).sorted() == ["Notes.mdz", "store.sqlite"])
         }
     }
 
@@ -251,21 +301,36 @@ struct NothingLostTests {
             try await Document.open(at: bundle, options: first).close()
             let before = try Data(contentsOf: URL(fileURLWithPath: bundle.string))
 
-            // Version 2's migration needs a save at open; a save that may not replace the bundle fails.
+            // Version 2's migration needs a save at open. While it runs, the bundle's name is taken by a folder
+            // (another program's doing): the save cannot put a file there, and fails.
+            let away = folder.appending("Notes.away")
+            func version2(takingTheName: Bool) -> DocumentMigrator {
+                var migrator = DocumentMigrator(modelName: "Notes", modelVersion: "2")
+                migrator.registerMigration("add note") { db in
+                    try db.execute(sql: "CREATE TABLE note(n INTEGER)")
+                    guard takingTheName else { return }
+                    struct NameNotTaken: Error {}
+                    guard rename(bundle.string, away.string) == 0, mkdir(bundle.string, 0o755) == 0 else {
+                        throw NameNotTaken()
+                    }
+                }
+                return migrator
+            }
             var failing = appOptions(folder)
-            var migrator = DocumentMigrator(modelName: "Notes", modelVersion: "2")
-            migrator.registerMigration("add note") { db in try db.execute(sql: "CREATE TABLE note(n INTEGER)") }
-            failing.migrations = migrator
-            failing.saving = WritingOptions(compression: .store, replacesExisting: false)
-            await #expect(throws: DocumentError.self) { _ = try await Document.open(at: bundle, options: failing) }
+            failing.migrations = version2(takingTheName: true)
+            let error = await #expect(throws: DocumentError.self) { _ = try await Document.open(at: bundle, options: failing) }
+            #expect(error?.path == bundle, "the save's error names the bundle: \(String(describing: error))")
             #expect(openDescriptors(under: folder).isEmpty, "left open: \(openDescriptors(under: folder))")
             let working = (try? FileManager.default.contentsOfDirectory(atPath: folder.appending("working").string)) ?? []
             #expect(working.isEmpty, "working copies left: \(working)")
+            #expect(rmdir(bundle.string) == 0, "the folder in the bundle's place holds nothing the save left")
+            #expect(rename(away.string, bundle.string) == 0)
             #expect(try Data(contentsOf: URL(fileURLWithPath: bundle.string)) == before, "the bundle changed")
 
-            // The lock is free: the same migration opens and saves with options that may replace the bundle.
-            failing.saving = WritingOptions(compression: .deflate, replacesExisting: true)
-            let document = try await Document.open(at: bundle, options: failing)
+            // The lock is free: the same migration opens and saves once nothing is in the bundle's way.
+            var retry = appOptions(folder)
+            retry.migrations = version2(takingTheName: false)
+            let document = try await Document.open(at: bundle, options: retry)
             #expect(document.appliedMigrations == ["add note"])
             try await document.close()
         }

@@ -19,7 +19,12 @@ public struct BundleContent: Sendable {
     }
 }
 
-/// How a bundle is written.
+/// How a bundle is written: compression and threads, the same for every write they are given to.
+///
+/// Whether a write may replace an existing file is not an option but an argument of each call that writes
+/// (``BundleWriter/write(_:metadata:to:replacingExisting:options:)``), as swift-system passes `.exclusiveCreate` to
+/// each `open`: a document's save always replaces its own bundle, a conversion never replaces anything, whatever
+/// options they are given.
 public struct WritingOptions: Sendable, Equatable {
     /// How entries are compressed.
     public enum Compression: Sendable, Equatable {
@@ -40,8 +45,6 @@ public struct WritingOptions: Sendable, Equatable {
 
     /// Default: deflate at ``defaultDeflateLevel``.
     public var compression: Compression = .deflate
-    /// Whether an existing file at the destination is replaced (atomically). Default: no.
-    public var replacesExisting = false
     /// The entries' modification time. Default: now.
     public var modificationTime: Date?
     /// How many threads deflate one large entry (1 MiB or more) at once. Default: the cores this process may use,
@@ -59,11 +62,10 @@ public struct WritingOptions: Sendable, Equatable {
     /// The most segment digests a store gets (FORMAT.md 11.4): past it, a digest covers several restart segments.
     var maximumSegmentDigests = 4096
 
-    /// Options with this compression and replacement policy. A deflate level outside 1-9 is refused by the write
-    /// that is given it (``DocumentError/Code/invalidArgument``), before anything is written.
-    public init(compression: Compression = .deflate, replacesExisting: Bool = false) {
+    /// Options with this compression. A deflate level outside 1-9 is refused by the write that is given it
+    /// (``DocumentError/Code/invalidArgument``), before anything is written.
+    public init(compression: Compression = .deflate) {
         self.compression = compression
-        self.replacesExisting = replacesExisting
     }
 
     /// Refuses options no writer can follow, before anything is written to `target`.
@@ -105,16 +107,20 @@ public enum BundleWriter {
     ///   - content: the store and optional folders.
     ///   - metadata: the document's metadata; `store`, `entries`, `modifiedAt` and `generator` are filled in.
     ///   - target: the bundle's path.
-    ///   - options: compression and replacement.
+    ///   - replacingExisting: whether a file already at `target` is replaced (atomically, by a rename). Default: no,
+    ///     and a file there is ``DocumentError/Code/alreadyExists``.
+    ///   - options: compression and threads.
     /// - Throws: ``DocumentError``: ``DocumentError/Code/invalidArgument`` (options out of range),
-    ///   ``DocumentError/Code/alreadyExists``, ``DocumentError/Code/notSQLite``,
+    ///   ``DocumentError/Code/alreadyExists`` (without `replacingExisting`), ``DocumentError/Code/notSQLite``,
     ///   ``DocumentError/Code/storeInWALMode``, ``DocumentError/Code/nonRegularEntry`` (a link in a content
     ///   folder), ``DocumentError/Code/cannotCreate``, ``DocumentError/Code/ioFailure``, or a reader code when the
     ///   written file does not verify. The destination is unchanged when it throws.
     @discardableResult
     public static func write(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
+                             replacingExisting: Bool = false,
                              options: WritingOptions = WritingOptions()) throws -> DocumentMetadata {
-        let staged = try stage(content, metadata: metadata, to: target, options: options)
+        let staged = try stage(content, metadata: metadata, to: target, replacingExisting: replacingExisting,
+                               options: options)
         try staged.commit()
         return staged.metadata
     }
@@ -149,9 +155,11 @@ public enum BundleWriter {
         return interval
     }
 
-    /// Writes a bundle aside and verifies it (the first stage of ``write(_:metadata:to:options:)``).
+    /// Writes a bundle aside and verifies it (the first stage of ``write(_:metadata:to:replacingExisting:options:)``).
     ///
     /// - Parameters:
+    ///   - replacingExisting: whether the bundle may replace a file at `target` when committed (a document's save);
+    ///     without it a file there is ``DocumentError/Code/alreadyExists``, now or at the commit.
     ///   - storeFacts: the store's facts when the caller has just inspected it (and not changed it since), so the
     ///     store is not opened once more.
     ///   - permissionsOf: a file whose permission bits the new bundle may not exceed (a converted store's privacy
@@ -162,8 +170,8 @@ public enum BundleWriter {
     ///     entry of it, or wrote it): while the file there still holds it, the store's unchanged segments are copied
     ///     from it instead of being deflated again (``SegmentLoan``, ``SegmentReuse``, FORMAT.md 16.1).
     static func stage(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
-                      options: WritingOptions, storeFacts: StoreFacts? = nil, permissionsOf: FilePath? = nil,
-                      reusing: SegmentLoan? = nil,
+                      replacingExisting: Bool = false, options: WritingOptions, storeFacts: StoreFacts? = nil,
+                      permissionsOf: FilePath? = nil, reusing: SegmentLoan? = nil,
                       completingMetadata: (inout DocumentMetadata, EntryDigest) throws -> Void = { _, _ in })
     throws -> Staged {
         try options.validate(for: target)
@@ -192,7 +200,7 @@ public enum BundleWriter {
         let now = options.modificationTime ?? Date()
         // > The temporary has its final permission bits before it has a name: a private document is never readable
         // > by others, not even while it is written.
-        let atomic = try AtomicFile(target: target, replacing: options.replacesExisting,
+        let atomic = try AtomicFile(target: target, replacing: replacingExisting,
                                     removingStale: options.removesStaleTemporaries, restrictingTo: permissionsOf)
         // > From here on, an error drops `atomic`, which removes the temporary.
         let writer = try ArchiveWriter(descriptor: atomic.descriptor, path: target, mediaType: metadata.mediaType,
@@ -292,12 +300,15 @@ public enum BundleWriter {
 
     /// Creates a new document whose store is an empty SQLite database.
     ///
-    /// - Throws: ``DocumentError/Code/alreadyExists`` when `target` exists, and the codes of
-    ///   ``write(_:metadata:to:options:)``.
+    /// - Parameters:
+    ///   - replacingExisting: whether a file already at `target` is replaced. Default: no.
+    /// - Throws: ``DocumentError/Code/alreadyExists`` when `target` exists (without `replacingExisting`), and the
+    ///   codes of ``write(_:metadata:to:replacingExisting:options:)``.
     @discardableResult
     public static func createEmptyDocument(at target: FilePath, metadata: DocumentMetadata = DocumentMetadata(),
+                                           replacingExisting: Bool = false,
                                            options: WritingOptions = WritingOptions()) throws -> DocumentMetadata {
-        if !options.replacesExisting, try FileSystem.exists(target) {
+        if !replacingExisting, try FileSystem.exists(target) {
             throw DocumentError(.alreadyExists, path: target, reason: "already exists; choose another name or remove it first")
         }
         let scratch = try ScratchDirectory(besides: target)
@@ -314,7 +325,8 @@ public enum BundleWriter {
             throw DocumentError(.cannotCreate, path: target, reason: "cannot create an empty store",
                                 underlyingError: error)
         }
-        return try write(BundleContent(store: store), metadata: metadata, to: target, options: options)
+        return try write(BundleContent(store: store), metadata: metadata, to: target,
+                         replacingExisting: replacingExisting, options: options)
     }
 
     /// Adds a file; with `segmentDigests` (the most digests it may get), also the SHA-256 of its segments, hashed
@@ -402,19 +414,23 @@ extension BundleWriter {
     /// The database is copied through SQLite's backup API (rows still in a `-wal` included) into a working folder
     /// beside `target`, checked, and packed. The source is opened read-only and never changed.
     ///
-    /// - Throws: ``DocumentError/Code/alreadyExists``, the codes of consolidation
+    /// - Parameters:
+    ///   - replacingExisting: whether a file already at `target` is replaced. Default: no.
+    /// - Throws: ``DocumentError/Code/alreadyExists`` (without `replacingExisting`), the codes of consolidation
     ///   (``DocumentError/Code/notSQLite``, ``DocumentError/Code/storeBusy``, ``DocumentError/Code/storeCorrupt``)
-    ///   and those of ``write(_:metadata:to:options:)``.
+    ///   and those of ``write(_:metadata:to:replacingExisting:options:)``.
     @discardableResult
     public static func createDocument(at target: FilePath, copyingStore source: FilePath,
                                       metadata: DocumentMetadata = DocumentMetadata(),
+                                      replacingExisting: Bool = false,
                                       options: WritingOptions = WritingOptions()) throws -> DocumentMetadata {
-        if !options.replacesExisting, try FileSystem.exists(target) {
+        if !replacingExisting, try FileSystem.exists(target) {
             throw DocumentError(.alreadyExists, path: target, reason: "already exists; choose another name or remove it first")
         }
         let scratch = try ScratchDirectory(besides: target)
         let store = scratch.path.appending("persistentStore")
         _ = try StoreConsolidator.consolidate(source, into: store)
-        return try write(BundleContent(store: store), metadata: metadata, to: target, options: options)
+        return try write(BundleContent(store: store), metadata: metadata, to: target,
+                         replacingExisting: replacingExisting, options: options)
     }
 }

@@ -80,8 +80,9 @@ public final class Document: Sendable {
         /// The folder must be a real folder (not a symbolic link) owned by the user, or opens fail with
         /// ``DocumentError/Code/cannotCreate``; each working copy inside it is a 0700 folder with 0600 files.
         public var workingDirectory: FilePath?
-        /// How saves compress the bundle. Default: deflate at ``WritingOptions/defaultDeflateLevel``.
-        public var saving = WritingOptions(compression: .deflate, replacesExisting: true)
+        /// How saves compress the bundle. Default: deflate at ``WritingOptions/defaultDeflateLevel``. Whatever it
+        /// holds, a save replaces the document's own bundle.
+        public var saving = WritingOptions()
         /// Whether a save copies the unchanged segments of the bundle it replaces instead of deflating the whole
         /// store again (FORMAT.md 16.1; ``Document/lastSave`` says which a save did). Default: yes. Turn it off to
         /// have every save deflate everything at ``saving``'s level (reused segments keep the level they were
@@ -318,7 +319,8 @@ public final class Document: Sendable {
     /// inflated and checked before it replaces anything (FORMAT.md 16.1). ``lastSave`` tells which it was.
     ///
     /// - Throws: ``DocumentError/Code/closed`` after ``close(savingChanges:)``, ``DocumentError/Code/readOnly``
-    ///   for a read-only document, and the codes of ``BundleWriter/write(_:metadata:to:options:)``. On a failure
+    ///   for a read-only document, and the codes of ``BundleWriter/write(_:metadata:to:replacingExisting:options:)``
+    ///   but ``DocumentError/Code/alreadyExists``: a save always replaces its own bundle. On a failure
     ///   the state becomes ``State/savingFailed``, the bundle is the previous save, and the working copy keeps the
     ///   changes for another try.
     public func save() async throws {
@@ -351,8 +353,8 @@ public final class Document: Sendable {
                 additionalContent: FileSystem.isDirectory(workingCopy.additionalContent)
                     ? workingCopy.additionalContent : nil)
             let loan = options.savesIncrementally ? guarded.withLock { $0.segmentLoan } : nil
-            let staged = try BundleWriter.stage(content, metadata: metadata, to: path, options: options.saving,
-                                                reusing: loan)
+            let staged = try BundleWriter.stage(content, metadata: metadata, to: path, replacingExisting: true,
+                                                options: options.saving, reusing: loan)
             let written = try staged.commit()
             let saved = staged.metadata
             options.logger.info("saved \(path): \(staged.report)")

@@ -332,7 +332,6 @@ public struct LegacyConverter: Sendable {
 
     private var writingOptions: WritingOptions {
         var writing = options.writing
-        writing.replacesExisting = false
         writing.removesStaleTemporaries = false  // done above, before anything was written
         return writing
     }

@@ -110,7 +110,7 @@ struct AtomicityTests {
             try handle.close()
             let error = #expect(throws: DocumentError.self) {
                 try BundleWriter.write(BundleContent(store: truncated), metadata: DocumentMetadata(), to: target,
-                                       options: WritingOptions(replacesExisting: true))
+                                       replacingExisting: true)
             }
             #expect(error != nil)
             #expect(try Fixtures.bytes(of: target) == previous)

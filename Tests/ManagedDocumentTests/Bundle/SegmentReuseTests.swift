@@ -40,10 +40,11 @@ struct SegmentReuseTests {
     /// Writes a bundle of `store` and returns the identity of the file put in place.
     static func save(_ store: FilePath, to bundle: FilePath, reusing: FileIdentity?) throws
     -> (FileIdentity, SaveReport) {
-        var options = WritingOptions(compression: .deflate(level: 2), replacesExisting: true)
+        var options = WritingOptions(compression: .deflate(level: 2))
         options.compressionThreads = 2
         let staged = try BundleWriter.stage(BundleContent(store: store), metadata: DocumentMetadata(), to: bundle,
-                                            options: options, reusing: reusing.flatMap(SegmentLoan.init(written:)))
+                                            replacingExisting: true, options: options,
+                                            reusing: reusing.flatMap(SegmentLoan.init(written:)))
         let identity = try #require(try staged.commit()).identity
         return (identity, staged.report)
     }

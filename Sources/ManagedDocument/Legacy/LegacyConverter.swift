@@ -193,37 +193,19 @@ public struct LegacyConverter: Sendable {
                 storeSize = (try FileSystem.status(snapshot.store))?.size ?? 0
             }
         }
-        let checksInBackground = storeSize >= Self.backgroundCheckThreshold
-        var recovered: Recovered
-        let check: CopyCheck?
-        if let inPlace, let immutableURI {
-            recovered = inPlace
-            check = checksInBackground
-                ? CopyCheck(copy: legacy.store, source: legacy.store, before: recovered.facts, inBackground: true,
-                            immutableURI: immutableURI)
-                : nil
-        } else {
-            recovered = try recover(snapshot.store, source: legacy.store)
-            // The copy's integrity check: before anything is written for a small store; for a large one, on a thread
-            // of its own while the bundle is written aside, which takes its name only once the check has passed.
-            check = CopyCheck(copy: snapshot.store, source: legacy.store, before: recovered.facts,
-                              inBackground: checksInBackground)
-        }
+        let (checked, check) = try checkStore(legacy, copy: snapshot.store, inPlace: inPlace,
+                                              immutableURI: immutableURI,
+                                              inBackground: storeSize >= Self.backgroundCheckThreshold)
+        var recovered = checked
         defer { _ = try? check?.result() }  // the check reads the store: it ends before the lock or scratch goes
-        if let check, !check.isInBackground { recovered.facts = try check.result() }
         // Pack: what goes into the bundle besides the store, described in the provenance.
         var files = snapshot.files
         var warnings: [String] = []
         let extra = try gatherContent(of: legacy, into: &files, warnings: &warnings, scratch: scratch)
         let kind: LegacyStore.Kind = legacy.isPackage ? .uiManagedDocumentPackage
             : (recovered.isCoreData ? .coreDataSQLite : .sqlite)
-        var metadata = DocumentMetadata(mediaType: options.mediaType, model: options.model)
-        metadata.provenance = DocumentMetadata.Provenance(
-            kind: kind.rawValue,
-            fileName: legacy.source.lastComponent?.string ?? legacy.source.string,
-            size: files.reduce(0) { $0 + $1.size }, files: files, convertedAt: Date(),
-            coreData: recovered.coreData, packageMetadata: extra.packageMetadata,
-            warnings: warnings.isEmpty ? nil : warnings)
+        let metadata = newMetadata(legacy, kind: kind, files: files, recovered: recovered,
+                                   packageMetadata: extra.packageMetadata, warnings: warnings)
         let staged = try BundleWriter.stage(
             BundleContent(store: snapshot.store, externalData: legacy.externalData, additionalContent: extra.additionalContent),
             metadata: metadata, to: target, options: writingOptions, storeFacts: recovered.facts,
@@ -255,6 +237,40 @@ public struct LegacyConverter: Sendable {
     }
 
     // MARK: Steps of a conversion
+
+    /// Check: the store's facts as SQLite reads them (after recovery, for a copy), and its integrity check: before
+    /// anything is written for a small store; for a large one (`inBackground`), on a thread of its own while the
+    /// bundle is written aside, which takes its name only once the check has passed. A store read in place was
+    /// checked whole by `inspectInPlace` unless it is large.
+    private func checkStore(_ legacy: LegacyStore, copy: FilePath, inPlace: Recovered?, immutableURI: String?,
+                            inBackground: Bool) throws -> (Recovered, CopyCheck?) {
+        if let inPlace, let immutableURI {
+            let check = inBackground
+                ? CopyCheck(copy: legacy.store, source: legacy.store, before: inPlace.facts, inBackground: true,
+                            immutableURI: immutableURI)
+                : nil
+            return (inPlace, check)
+        }
+        var recovered = try recover(copy, source: legacy.store)
+        let check = CopyCheck(copy: copy, source: legacy.store, before: recovered.facts, inBackground: inBackground)
+        if !check.isInBackground { recovered.facts = try check.result() }
+        return (recovered, check)
+    }
+
+    /// Pack: the new document's metadata, its provenance saying what was converted (the files read, Core Data's
+    /// metadata, a package's own).
+    private func newMetadata(_ legacy: LegacyStore, kind: LegacyStore.Kind, files: [DocumentMetadata.Entry],
+                             recovered: Recovered, packageMetadata: [String: JSONValue]?,
+                             warnings: [String]) -> DocumentMetadata {
+        var metadata = DocumentMetadata(mediaType: options.mediaType, model: options.model)
+        metadata.provenance = DocumentMetadata.Provenance(
+            kind: kind.rawValue,
+            fileName: legacy.source.lastComponent?.string ?? legacy.source.string,
+            size: files.reduce(0) { $0 + $1.size }, files: files, convertedAt: Date(),
+            coreData: recovered.coreData, packageMetadata: packageMetadata,
+            warnings: warnings.isEmpty ? nil : warnings)
+        return metadata
+    }
 
     /// Pack, what besides the store: the digests of the Core Data external data (packed from where it is) and a
     /// package's other files, copied into `AdditionalContent/` in the scratch folder. Adds each to `files` (the

@@ -22,10 +22,10 @@ from pathlib import Path
 LAYERS = ["Support", "Archive", "Format", "Store", "Bundle", "Legacy", "Migration", "Document", "Batch"]
 ROOT = Path(__file__).resolve().parents[2] / "Sources" / "ManagedDocument"
 
-TOP_LEVEL = re.compile(r"^(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|internal|private|fileprivate|final|open|"
+TOP_LEVEL = re.compile(r"^(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|package|internal|private|fileprivate|final|open|"
                        r"nonisolated|static)\s+)*(?:struct|class|enum|protocol|actor|typealias|func|let|var)\s+(\w+)")
-EXTENSION = re.compile(r"^(?:public\s+|internal\s+)?extension\s+([\w.]+)")
-MEMBER = re.compile(r"^    (?:@\w+\s+)*(?:(?:public|internal|private|fileprivate|static|mutating|final|nonisolated)\s+)*"
+EXTENSION = re.compile(r"^(?:public\s+|package\s+|internal\s+)?extension\s+([\w.]+)")
+MEMBER = re.compile(r"^    (?:@\w+\s+)*(?:(?:public|package|internal|private|fileprivate|static|mutating|final|nonisolated)\s+)*"
                     r"(?:func|var|let)\s+(\w+)")
 IDENTIFIER = re.compile(r"(\.)?\b([A-Za-z_]\w*)\b")
 

@@ -18,7 +18,7 @@ public struct BundleEntry: Sendable, Equatable {
     /// CRC-32 from the central directory.
     public var crc32: UInt32
     /// Offset of its local header in the file.
-    public var offset: UInt64
+    var offset: UInt64
     /// Whether it is an explicit folder entry.
     public var isDirectory: Bool
     var role: BundleLayout.Role
@@ -34,7 +34,10 @@ public struct BundleEntry: Sendable, Equatable {
 
 /// How a bundle's store is read, given its restart index (`store.deflateRestarts`, FORMAT.md 11.4): the index is a
 /// hint, and the content (sizes, CRC-32, SHA-256) is the contract.
-public enum RestartIndexUse: Sendable, Equatable, CustomStringConvertible {
+///
+/// Visible to this package's tools (`docconvert inspect` shows it), not to apps: what an app should know of it is in
+/// ``BundleReader/notices``.
+package enum RestartIndexUse: Sendable, Equatable, CustomStringConvertible {
     /// The bundle has none: the store is read in one stream.
     case absent
     /// It describes the entry's stream: the segments are inflated on every core, each checked. `identified` is false
@@ -46,7 +49,7 @@ public enum RestartIndexUse: Sendable, Equatable, CustomStringConvertible {
     case stale(reason: String)
 
     /// One line for people: `used (N segments)`, `stale: …, read in one stream`, `none`.
-    public var description: String {
+    package var description: String {
         switch self {
         case .absent: return "none; the store is read in one stream"
         case .used(let segments, true): return "used: \(segments) segments, inflated on every core"
@@ -91,9 +94,10 @@ public final class BundleReader: Sendable {
     /// The limits this reader enforces.
     public let limits: ReadingLimits
     /// What the store's restart index (`store.deflateRestarts`) is to this bundle, and so how the store is read.
-    public let restartIndex: RestartIndexUse
+    package let restartIndex: RestartIndexUse
     /// Whether the media type can be sniffed at byte 38 (`mimetype` first, stored, bare: FORMAT.md 4). A bundle that
-    /// another zip tool repacked may not keep that layout; it is read all the same, and a save restores it.
+    /// another zip tool repacked may not keep that layout; it is read all the same, and a save restores it
+    /// (``notices`` says so in words).
     public let isMediaTypeSniffable: Bool
     private let layoutNotice: String?
 

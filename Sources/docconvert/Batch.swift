@@ -202,7 +202,7 @@ struct Batch: AsyncParsableCommand {
         } catch let error as DocumentError {
             console.stop()
             // > The report document is open: it is closed with the error, so stdout still holds one document.
-            stream?.end(BatchSummary(), error: .init(code: error.code.description, message: DocConvert.message(for: error)))
+            stream?.end(BatchSummary(), error: .init(code: error.code, message: DocConvert.message(for: error)))
             throw failure(ErrorJSON(error), status: DocConvert.exitStatus(for: error), json: false)
         }
         console.stop()
@@ -210,7 +210,7 @@ struct Batch: AsyncParsableCommand {
         if let reportFile {
             do { _ = try reportFile.commit(summary: summary) } catch let error as DocumentError { reportError = error }
         }
-        stream?.end(summary, error: reportError.map { .init(code: $0.code.description, message: DocConvert.message(for: $0)) })
+        stream?.end(summary, error: reportError.map { .init(code: $0.code, message: DocConvert.message(for: $0)) })
         if !json { console.printSummary(summary, dryRun: dryRun) }
         if let reportError { throw failure(ErrorJSON(reportError), status: 73, json: false) }
         if summary.interrupted { throw ExitCode(128 + (signals.received ?? SIGINT)) }

@@ -70,7 +70,7 @@ final class BatchConsole: Sendable {
         let label = item.outcome.rawValue.padding(toLength: 21, withPad: " ", startingAt: 0)
         switch item.outcome {
         case .converted:
-            var facts = [item.kind, "\(formatBytes(UInt64(item.bytesIn))) -> \(formatBytes(UInt64(item.bytesOut)))"]
+            var facts = [item.kind.description, "\(formatBytes(UInt64(item.bytesIn))) -> \(formatBytes(UInt64(item.bytesOut)))"]
             if let rows = item.rows { facts.append("\(rows) rows") }
             if let legacy = item.legacyFiles { facts.append(legacy == "kept" || legacy == "deleted" ? "legacy \(legacy)" : "legacy in \(legacy)") }
             if let applied = item.migrationsApplied, !applied.isEmpty { facts.append("migrated \(applied.joined(separator: ", "))") }

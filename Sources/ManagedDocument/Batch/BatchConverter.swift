@@ -40,7 +40,7 @@ public struct BatchOptions: Sendable {
 /// One item of a batch: a legacy store or package, a bundle converted earlier, or a file that is not a store.
 public struct BatchItem: Sendable, Codable, Equatable {
     /// What happened to it.
-    public enum Outcome: String, Sendable, Codable, CaseIterable {
+    public enum Outcome: String, Sendable, Codable, CodingKeyRepresentable, CaseIterable {
         /// Converted into a bundle by this run.
         case converted
         /// Its bundle was already there, made from it by an earlier run (whose unfinished disposal was completed).
@@ -57,9 +57,8 @@ public struct BatchItem: Sendable, Codable, Equatable {
 
     /// The source, relative to the root (`/`-separated).
     public var source: String
-    /// `coredata-sqlite`, `sqlite`, `uimanageddocument-package`; `sqlite-store` when not classified (dry run,
-    /// failure); `file`, `folder`, `symlink`, `bundle` for things that are not stores.
-    public var kind: String
+    /// What the item is (``Kind``, written in reports as one word).
+    public var kind: Kind
     /// What happened to it.
     public var outcome: Outcome
     /// The bundle, relative to the root, for stores.
@@ -87,13 +86,13 @@ public struct BatchItem: Sendable, Codable, Equatable {
 
     /// Why an item is `busy` or `failed`.
     public struct Failure: Sendable, Codable, Equatable {
-        /// The ``DocumentError/Code`` name.
-        public var code: String
+        /// The error's code, written in reports as its name (`storeBusy`).
+        public var code: DocumentError.Code
         /// The error in words, with the path concerned.
         public var message: String
 
-        /// A failure with its code's name and its line.
-        public init(code: String, message: String) {
+        /// A failure with its code and its line.
+        public init(code: DocumentError.Code, message: String) {
             self.code = code
             self.message = message
         }
@@ -102,8 +101,9 @@ public struct BatchItem: Sendable, Codable, Equatable {
 
 /// Counts and totals of a batch run.
 public struct BatchSummary: Sendable, Codable, Equatable {
-    /// Items per outcome (every outcome present, zero included).
-    public var outcomes: [String: Int] = Dictionary(uniqueKeysWithValues: BatchItem.Outcome.allCases.map { ($0.rawValue, 0) })
+    /// Items per outcome (every outcome present, zero included); a report writes it as an object keyed by the
+    /// outcomes' words.
+    public var outcomes: [BatchItem.Outcome: Int] = Dictionary(uniqueKeysWithValues: BatchItem.Outcome.allCases.map { ($0, 0) })
     /// Items reported.
     public var items = 0
     /// Bytes of the items' source files.
@@ -119,7 +119,7 @@ public struct BatchSummary: Sendable, Codable, Equatable {
     public init() {}
 
     /// The number of items with this outcome.
-    public func count(_ outcome: BatchItem.Outcome) -> Int { outcomes[outcome.rawValue] ?? 0 }
+    public func count(_ outcome: BatchItem.Outcome) -> Int { outcomes[outcome] ?? 0 }
 
     /// Whether anything failed or was busy.
     public var hasProblems: Bool { count(.failed) + count(.busy) > 0 }
@@ -127,7 +127,7 @@ public struct BatchSummary: Sendable, Codable, Equatable {
     /// Counts an item. The sizes add up without trapping, whatever a report read from disk claims: a total past
     /// `Int64.max` stays there.
     mutating func add(_ item: BatchItem) {
-        outcomes[item.outcome.rawValue, default: 0] += 1
+        outcomes[item.outcome, default: 0] += 1
         items += 1
         bytesIn = bytesIn.addingSaturated(item.bytesIn)
         bytesOut = bytesOut.addingSaturated(item.bytesOut)
@@ -165,11 +165,23 @@ public struct BatchProgress: Sendable {
     /// When the run started.
     public var startedAt = Date()
 
+    /// A total of items and their source bytes, final (the walk's) or an estimate (the survey's).
+    public struct Total: Sendable, Equatable {
+        /// Items.
+        public var items: Int
+        /// Their source bytes.
+        public var bytes: Int64
+        /// Whether the walk counted it (otherwise the survey estimated it).
+        public var isFinal: Bool
+    }
+
     /// The best known total of items and bytes, and whether it is final (the walk) or an estimate (the survey);
     /// `nil` while neither has finished.
-    public var total: (items: Int, bytes: Int64, isFinal: Bool)? {
-        if walkFinished { return (found, foundBytes, true) }
-        if surveyFinished { return (max(surveyed, found), max(surveyedBytes, foundBytes), false) }
+    public var total: Total? {
+        if walkFinished { return Total(items: found, bytes: foundBytes, isFinal: true) }
+        if surveyFinished {
+            return Total(items: max(surveyed, found), bytes: max(surveyedBytes, foundBytes), isFinal: false)
+        }
         return nil
     }
 }
@@ -300,19 +312,19 @@ public final class BatchConverter: Sendable {
         let bytes = Self.sourceBytes(candidate)
         switch candidate {
         case .store(let store, _):
-            let kind = store.isPackage ? LegacyStore.Kind.uiManagedDocumentPackage.rawValue : "sqlite-store"
+            let kind: BatchItem.Kind = store.isPackage ? .legacyStore(.uiManagedDocumentPackage) : .sqliteStore
             return .init(source: source, candidate: .store, kind: kind, bytes: bytes)
         case .converted(let bundle, _, let metadata, _):
-            return .init(source: source, candidate: .converted, kind: metadata.provenance?.kind ?? "sqlite-store",
+            return .init(source: source, candidate: .converted, kind: BatchItem.Kind(provenanceOf: metadata),
                          bytes: bytes, bundle: relative(bundle))
         case .notAStore(_, _, let kind, let reason):
             return .init(source: source, candidate: .notAStore, kind: kind, bytes: 0, reason: reason)
         case .unreadable(_, _, let error):
-            return .init(source: source, candidate: .unreadable, kind: "file", bytes: 0, error: failure(error))
+            return .init(source: source, candidate: .unreadable, kind: .file, bytes: 0, error: failure(error))
         case .planned(let item):
             return item
         case .unclassified(_, let relative, _):
-            return .init(source: relative, candidate: .notAStore, kind: "file", bytes: 0, reason: "not classified")
+            return .init(source: relative, candidate: .notAStore, kind: .file, bytes: 0, reason: "not classified")
         }
     }
 
@@ -502,9 +514,9 @@ public final class BatchConverter: Sendable {
         case .notAStore(_, let relative, let kind, let reason):
             return (BatchItem(source: relative, kind: kind, outcome: .notAStore, reason: reason), nil)
         case .unreadable(_, let relative, let error):
-            return (BatchItem(source: relative, kind: "file", outcome: .failed, error: failure(error)), nil)
+            return (BatchItem(source: relative, kind: .file, outcome: .failed, error: failure(error)), nil)
         case .converted(let bundle, let relative, let metadata, let bytes):
-            var done = BatchItem(source: relative, kind: metadata.provenance?.kind ?? "sqlite-store",
+            var done = BatchItem(source: relative, kind: BatchItem.Kind(provenanceOf: metadata),
                                  outcome: .alreadyDone, bundle: self.relative(bundle))
             done.bytesIn = metadata.provenance?.size ?? 0
             done.bytesOut = bytes
@@ -544,7 +556,7 @@ public final class BatchConverter: Sendable {
                 // > Gone: converted since the plan (by a run without it, or an app), when its bundle says it was
                 // > made from this source.
                 // > (`STEM.mdz`, or `NAME.mdz` when a sibling with the same stem took that name.)
-                let isPackage = item.kind == LegacyStore.Kind.uiManagedDocumentPackage.rawValue
+                let isPackage = item.kind == .legacyStore(.uiManagedDocumentPackage)
                 let bundle = LegacyStore(source: source, store: source, isPackage: isPackage, sidecars: [],
                                          packageFiles: []).defaultBundlePath
                 let alternative = bundle.removingLastComponent()
@@ -558,7 +570,7 @@ public final class BatchConverter: Sendable {
         case .notAStore:
             return .notAStore(source, relativePath: item.source, kind: item.kind, reason: item.reason ?? "not a store")
         case .unreadable:
-            let failure = item.error ?? .init(code: DocumentError.Code.ioFailure.description, message: "could not be read")
+            let failure = item.error ?? .init(code: .ioFailure, message: "could not be read")
             return .unreadable(source, relativePath: item.source, error: DocumentError(
                 .ioFailure, path: source, reason: "could not be read when the plan was made (\(failure.message)); make the plan again once it can be read"))
         }
@@ -575,7 +587,7 @@ public final class BatchConverter: Sendable {
     private func convert(_ store: LegacyStore, relative: String, starting: (String) -> Void) -> (BatchItem, FilePath?)? {
         let name = store.source.lastComponent?.string ?? ""
         var target = store.defaultBundlePath
-        var item = BatchItem(source: relative, kind: store.isPackage ? LegacyStore.Kind.uiManagedDocumentPackage.rawValue : "sqlite-store",
+        var item = BatchItem(source: relative, kind: store.isPackage ? .legacyStore(.uiManagedDocumentPackage) : .sqliteStore,
                              outcome: .failed, bundle: self.relative(target))
         item.bytesIn = Self.sourceBytes(store)
         if options.dryRun {
@@ -599,18 +611,18 @@ public final class BatchConverter: Sendable {
             if error.code == .inUse {
                 if isCancelled { return nil }  // abandoned before it started: not part of this run
                 item.outcome = .busy
-                item.error = .init(code: error.code.description,
+                item.error = .init(code: error.code,
                                    message: "\(self.relative(target)): another process (an app or another docconvert worker) has it open or is converting it; run again later")
             } else if error.code == .cannotCreate {
                 // > The document lock's own advice ("open it read-only") is for an app; here nothing can be converted.
-                item.error = .init(code: error.code.description,
+                item.error = .init(code: error.code,
                                    message: "\(self.relative(target)): cannot create the lock file beside it (\(error.underlyingError.map { DocumentError.summary(of: $0) } ?? "the folder cannot be written")); make the folder writable for this user, or convert a copy of the store, and run again")
             } else {
                 item.error = failure(error)
             }
             return (item, nil)
         } catch {
-            item.error = .init(code: "ioFailure", message: "\(self.relative(target)): \(DocumentError.summary(of: error))")
+            item.error = .init(code: .ioFailure, message: "\(self.relative(target)): \(DocumentError.summary(of: error))")
             return (item, nil)
         }
         starting(relative)
@@ -619,7 +631,7 @@ public final class BatchConverter: Sendable {
             let report = try LegacyConverter(options: options.conversion, logger: logger)
                 .convert(storeAt: store.source, to: target)
             item.outcome = report.outcome == .converted ? .converted : .alreadyDone
-            item.kind = report.kind.rawValue
+            item.kind = .legacyStore(report.kind)
             item.bytesIn = report.sourceBytes
             item.bytesOut = report.bundleBytes
             item.storeSHA256 = report.storeSHA256
@@ -635,7 +647,7 @@ public final class BatchConverter: Sendable {
             item.error = failure(error)
             return (item, nil)
         } catch {
-            item.error = .init(code: "ioFailure", message: "\(relative): \(DocumentError.summary(of: error))")
+            item.error = .init(code: .ioFailure, message: "\(relative): \(DocumentError.summary(of: error))")
             return (item, nil)
         }
         for lock in locks { lock.release() }
@@ -665,7 +677,7 @@ public final class BatchConverter: Sendable {
             let validation = folder.validate(applied: metadata.model.migrations)
             guard validation.isValid else {
                 item.outcome = .failed
-                item.error = .init(code: DocumentError.Code.migrationChanged.description,
+                item.error = .init(code: .migrationChanged,
                                    message: "\(relative(bundle)): \(validation.problems.joined(separator: "; ")); no migration was applied to it")
                 return
             }
@@ -685,7 +697,7 @@ public final class BatchConverter: Sendable {
             item.error = failure(error)
         } catch {
             item.outcome = .failed
-            item.error = .init(code: "migrationFailed", message: "\(relative(bundle)): \(DocumentError.summary(of: error))")
+            item.error = .init(code: .migrationFailed, message: "\(relative(bundle)): \(DocumentError.summary(of: error))")
         }
     }
 
@@ -697,7 +709,7 @@ public final class BatchConverter: Sendable {
         let path = error.path.map { FilePath(relative($0).isEmpty ? root.lastComponent?.string ?? "." : relative($0)) }
         let shown = DocumentError(error.code, path: path, entry: error.entry, reason: error.reason,
                                   underlyingError: error.underlyingError)
-        return .init(code: error.code.description, message: shown.description)
+        return .init(code: error.code, message: shown.description)
     }
 
     private func relative(_ path: FilePath) -> String {

@@ -79,8 +79,8 @@ public struct BatchPlan: Sendable {
         /// What the walk found.
         public var candidate: Candidate
         /// The report's kind: `sqlite-store`, `uimanageddocument-package`, the provenance's kind of a converted
-        /// bundle, or `file`, `folder`, `symlink`, `bundle`.
-        public var kind: String
+        /// bundle, or `file`, `folder`, `symlink`, `bundle` (written as those words).
+        public var kind: BatchItem.Kind
         /// Source bytes when the walk saw it.
         public var bytes: Int64
         /// For ``Candidate/converted``: the bundle, relative to the root.

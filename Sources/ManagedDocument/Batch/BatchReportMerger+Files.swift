@@ -150,7 +150,7 @@ final class MergedOutput {
     /// The merged summary: the outcomes present, as a merged report counts them.
     private struct Summary: Encodable {
         var items: Int
-        var outcomes: [String: Int]
+        var outcomes: [BatchItem.Outcome: Int]
         var bytesIn: Int64
         var bytesOut: Int64
         var interrupted: Bool

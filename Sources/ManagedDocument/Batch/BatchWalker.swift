@@ -13,7 +13,7 @@ enum BatchCandidate: Sendable {
     /// A bundle converted from a source that is no longer beside it, by an earlier run.
     case converted(bundle: FilePath, relativePath: String, metadata: DocumentMetadata, bytes: Int64)
     /// Anything else: what it is (`file`, `folder`, `symlink`, `bundle`) and the reason in words.
-    case notAStore(FilePath, relativePath: String, kind: String, reason: String)
+    case notAStore(FilePath, relativePath: String, kind: BatchItem.Kind, reason: String)
     /// A folder or file that could not be read.
     case unreadable(FilePath, relativePath: String, error: DocumentError)
     /// A file not classified yet (``BatchWalker/walk(classifyingFiles:_:)`` with `false`): ``BatchWalker/classify(_:)``
@@ -132,11 +132,11 @@ struct BatchWalker {
     }
 
     /// The report's word for what a path is.
-    private static func kindName(_ kind: FileSystem.Kind?) -> String {
+    private static func kindName(_ kind: FileSystem.Kind?) -> BatchItem.Kind {
         switch kind {
-        case .directory: return "folder"
-        case .symlink: return "symlink"
-        default: return "file"
+        case .directory: return .folder
+        case .symlink: return .symlink
+        default: return .file
         }
     }
 
@@ -150,7 +150,7 @@ struct BatchWalker {
                 return .notAStore(path, relativePath: relative, kind: Self.kindName(kind), reason: reason)
             case .bundle, .sidecar:
                 return classifyFile(path, relative: relative, kind: kind ?? .regular)
-                    ?? .notAStore(path, relativePath: relative, kind: "file", reason: "part of another item")
+                    ?? .notAStore(path, relativePath: relative, kind: .file, reason: "part of another item")
             }
         } catch let error as DocumentError {
             return .unreadable(path, relativePath: relative, error: error)
@@ -183,7 +183,7 @@ struct BatchWalker {
             return .store(store, relativePath: relative)
         case .sidecar(let store):
             if store != nil || belongsToConvertedStore(path) { return nil }
-            return .notAStore(path, relativePath: relative, kind: "file", reason: "a SQLite sidecar file whose store is missing")
+            return .notAStore(path, relativePath: relative, kind: .file, reason: "a SQLite sidecar file whose store is missing")
         case .notAStore(let reason):
             // > A batch report (this run's, another worker's, a merged one) or a plan is the tool's own file, wherever
             // > it was written: never an item.
@@ -216,12 +216,12 @@ struct BatchWalker {
         do {
             reader = try BundleReader(at: path)
         } catch let error as DocumentError {
-            return .notAStore(path, relativePath: relative, kind: "bundle", reason: "a damaged bundle (\(error.reason))")
+            return .notAStore(path, relativePath: relative, kind: .bundle, reason: "a damaged bundle (\(error.reason))")
         } catch {
-            return .notAStore(path, relativePath: relative, kind: "bundle", reason: "a damaged bundle (\(DocumentError.summary(of: error)))")
+            return .notAStore(path, relativePath: relative, kind: .bundle, reason: "a damaged bundle (\(DocumentError.summary(of: error)))")
         }
         guard let provenance = reader.metadata.provenance else {
-            return .notAStore(path, relativePath: relative, kind: "bundle", reason: "a document bundle, not converted from a legacy store")
+            return .notAStore(path, relativePath: relative, kind: .bundle, reason: "a document bundle, not converted from a legacy store")
         }
         let parent = path.removingLastComponent()
         let source = parent.appending(provenance.fileName)

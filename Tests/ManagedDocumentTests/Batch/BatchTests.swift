@@ -7,6 +7,31 @@ import Testing
 
 @Suite("docconvert batch")
 struct BatchTests {
+    @Test("a report writes kinds, codes and outcome counts as the words it always held, and reads them back")
+    func reportWords() throws {
+        var failed = BatchItem(source: "a/Notes.sqlite", kind: .sqliteStore, outcome: .failed)
+        failed.error = .init(code: .storeBusy, message: "a/Notes.mdz: busy")
+        let items = [failed, BatchItem(source: "b", kind: .legacyStore(.uiManagedDocumentPackage), outcome: .converted),
+                     BatchItem(source: "c", kind: .symlink, outcome: .notAStore)]
+        var summary = BatchSummary()
+        for item in items { summary.add(item) }
+        let encoder = BatchReport.encoder
+        #expect(String(decoding: try encoder.encode(summary), as: UTF8.self) == """
+            {"bytesIn":0,"bytesOut":0,"duration":0,"interrupted":false,"items":3,"outcomes":{"busy":0,"converted":1,\
+            "failed":1,"not-a-store":1,"skipped-already-done":0,"would-convert":0}}
+            """)
+        #expect(String(decoding: try encoder.encode(failed), as: UTF8.self) == """
+            {"bytesIn":0,"bytesOut":0,"duration":0,"error":{"code":"storeBusy","message":"a/Notes.mdz: busy"},\
+            "kind":"sqlite-store","outcome":"failed","source":"a/Notes.sqlite"}
+            """)
+        #expect(try items.map { String(decoding: try encoder.encode($0.kind), as: UTF8.self) }
+                == ["\"sqlite-store\"", "\"uimanageddocument-package\"", "\"symlink\""])
+        let decoder = JSONDecoder()
+        #expect(try decoder.decode(BatchSummary.self, from: try encoder.encode(summary)) == summary)
+        #expect(try items.map { try decoder.decode(BatchItem.self, from: try encoder.encode($0)) } == items)
+        #expect(throws: DecodingError.self) { try decoder.decode(BatchItem.Kind.self, from: Data("\"pipe\"".utf8)) }
+    }
+
     /// Every store became a verified, lossless bundle; every other file is as it was; no temporaries or locks.
     private func checkConverted(_ tree: BatchTree, report: BatchReport, requireAll: Bool = true) throws {
         let bundles = Dictionary(report.items.compactMap { item in item.bundle.map { (item.source, $0) } },
@@ -49,10 +74,10 @@ struct BatchTests {
             #expect(report.summary.count(.failed) == tree.others.values.filter { $0 == "failed" }.count)
             #expect(report.summary.items == report.items.count)
             for item in report.items where item.outcome == .failed {
-                #expect(item.error?.code == "storeCorrupt" || item.error?.code == "notSQLite", "\(item.source): \(item.error?.message ?? "")")
+                #expect(item.error?.code == .storeCorrupt || item.error?.code == .notSQLite, "\(item.source): \(item.error?.message ?? "")")
             }
             for item in report.items where item.outcome == .notAStore {
-                let expected = item.source.hasSuffix("link.sqlite") ? "symlink" : item.source.hasSuffix(".mdz") ? "bundle" : "file"
+                let expected: BatchItem.Kind = item.source.hasSuffix("link.sqlite") ? .symlink : item.source.hasSuffix(".mdz") ? .bundle : .file
                 #expect(item.kind == expected, "\(item.source): \(item.kind)")
             }
             for item in report.items where item.outcome == .converted {
@@ -262,10 +287,10 @@ struct BatchTests {
                 let run = BatchReport(root: "/srv/home", shard: shard, dryRun: false, legacy: "backup",
                                       compression: "deflate", jobs: 1, generator: "test")
                 let file = try BatchReportFile(path: path, run: run)
-                var item = BatchItem(source: "user\(number)/Notes.sqlite", kind: "sqlite", outcome: .converted)
+                var item = BatchItem(source: "user\(number)/Notes.sqlite", kind: .legacyStore(.sqlite), outcome: .converted)
                 item.bundle = "user\(number)/Notes.mdz"
                 file.add(item)
-                file.add(BatchItem(source: "shared.sqlite", kind: "sqlite", outcome: number == 5 ? .converted : .alreadyDone))
+                file.add(BatchItem(source: "shared.sqlite", kind: .legacyStore(.sqlite), outcome: number == 5 ? .converted : .alreadyDone))
                 return file
             }
             await withTaskGroup(of: Void.self) { group in
@@ -424,7 +449,7 @@ struct BatchTests {
             let reported = items.withValue { $0 }
             #expect(reported.count == 1, "\(reported.map(\.source))")
             #expect(reported.first?.outcome == .converted)
-            #expect(reported.first?.kind == "uimanageddocument-package")
+            #expect(reported.first?.kind == .legacyStore(.uiManagedDocumentPackage))
             #expect(try FileManager.default.subpathsOfDirectory(atPath: package.string).sorted() == files,
                     "nothing was written inside the package")
             let bundles = try FileSystem.contentsOfDirectory(directory).filter { $0.hasSuffix(".mdz") }

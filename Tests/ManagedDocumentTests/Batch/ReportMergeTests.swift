@@ -18,7 +18,7 @@ struct ReportMergeTests {
                               jobs: 1, generator: "test")
         run.items = items
         run.finishedAt = finishedAt
-        for item in items { run.summary.outcomes[item.outcome.rawValue, default: 0] += 1 }
+        for item in items { run.summary.outcomes[item.outcome, default: 0] += 1 }
         try run.merged(into: nil).encoded().write(to: URL(fileURLWithPath: path.string))
     }
 
@@ -115,7 +115,7 @@ struct ReportMergeTests {
             var summary = BatchSummary()
             for item in shards.flatMap({ $0 }).reversed() {
                 stream.item(item)
-                summary.outcomes[item.outcome.rawValue, default: 0] += 1
+                summary.outcomes[item.outcome, default: 0] += 1
             }
             stream.end(summary)
             try bytes.withLock { $0 }.write(to: URL(fileURLWithPath: streamed.appending("run.json").string))

@@ -70,7 +70,8 @@ public final class Document: Sendable {
         /// Where the app's old release kept its store; looked at, in order, when the bundle does not exist.
         /// A store beside the bundle with the same stem (`Notes.sqlite` for `Notes.mdz`) is found without this.
         public var legacyStoreLocations: [FilePath] = []
-        /// How a legacy store found there is converted (and what happens to its files).
+        /// How a legacy store found there is converted (and what happens to its files). The new document's media type
+        /// is this open's ``mediaType``, whatever `conversion.mediaType` says: the open must be able to write it.
         public var conversion = ConversionOptions()
         /// Seconds to wait for another writer to close the document; 0 fails at once with ``DocumentError/Code/inUse``.
         public var lockTimeout: Double = 0

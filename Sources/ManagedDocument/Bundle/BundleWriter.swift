@@ -301,7 +301,10 @@ public enum BundleWriter {
     /// Creates a new document whose store is an empty SQLite database.
     ///
     /// - Parameters:
+    ///   - target: the bundle's path.
+    ///   - metadata: the document's metadata (its media type and model); the store's facts are filled in.
     ///   - replacingExisting: whether a file already at `target` is replaced. Default: no.
+    ///   - options: compression and threads.
     /// - Throws: ``DocumentError/Code/alreadyExists`` when `target` exists (without `replacingExisting`), and the
     ///   codes of ``write(_:metadata:to:replacingExisting:options:)``.
     @discardableResult
@@ -415,7 +418,11 @@ extension BundleWriter {
     /// beside `target`, checked, and packed. The source is opened read-only and never changed.
     ///
     /// - Parameters:
+    ///   - target: the bundle's path.
+    ///   - source: the SQLite database to copy (its `-wal`, if any, included); never changed.
+    ///   - metadata: the document's metadata (its media type and model); the store's facts are filled in.
     ///   - replacingExisting: whether a file already at `target` is replaced. Default: no.
+    ///   - options: compression and threads.
     /// - Throws: ``DocumentError/Code/alreadyExists`` (without `replacingExisting`), the codes of consolidation
     ///   (``DocumentError/Code/notSQLite``, ``DocumentError/Code/storeBusy``, ``DocumentError/Code/storeCorrupt``)
     ///   and those of ``write(_:metadata:to:replacingExisting:options:)``.

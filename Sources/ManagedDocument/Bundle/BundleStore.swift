@@ -108,9 +108,18 @@ public final class BundleStore: Sendable {
         }
     }
 
+    /// What the segment cache of a store read in place has done so far.
+    public struct CacheStatistics: Sendable, Equatable {
+        /// The most bytes of segments the cache held at once.
+        public var peakBytes: Int
+        /// The segments read from the bundle so far.
+        public var segmentsLoaded: Int
+    }
+
     /// The bytes of segments the cache held at once at most, and the segments read from the bundle so far (both 0
     /// for an extracted store).
-    public var cacheStatistics: (peakBytes: Int, segmentsLoaded: Int) {
-        (registration?.slot.source as? SegmentSource)?.cache.statistics ?? (0, 0)
+    public var cacheStatistics: CacheStatistics {
+        (registration?.slot.source as? SegmentSource)?.cache.statistics
+            ?? CacheStatistics(peakBytes: 0, segmentsLoaded: 0)
     }
 }

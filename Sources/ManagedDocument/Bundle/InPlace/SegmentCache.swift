@@ -44,8 +44,10 @@ final class SegmentCache: Sendable {
     }
 
     /// The most bytes of segments the cache held at once, and the segments read from the bundle so far.
-    var statistics: (peakBytes: Int, segmentsLoaded: Int) {
-        state.withLock { ($0.peakCachedBytes, $0.segmentsLoaded) }
+    var statistics: BundleStore.CacheStatistics {
+        state.withLock {
+            BundleStore.CacheStatistics(peakBytes: $0.peakCachedBytes, segmentsLoaded: $0.segmentsLoaded)
+        }
     }
 
     /// What a read finds for a segment.

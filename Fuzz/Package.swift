@@ -27,5 +27,5 @@ let package = Package(
     ],
     targets: [
         .target(name: "FuzzSupport", dependencies: [.product(name: "SystemPackage", package: "swift-system")]),
-    ] + ["fuzz-bundle", "fuzz-metadata", "fuzz-inflate", "fuzz-legacy", "fuzz-document"].map(fuzzTarget)
+    ] + ["fuzz-bundle", "fuzz-metadata", "fuzz-inflate", "fuzz-legacy", "fuzz-document", "fuzz-fleet"].map(fuzzTarget)
 )

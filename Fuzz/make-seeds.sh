@@ -8,7 +8,7 @@ docconvert=${1:-.build/debug/docconvert}
 out=Fuzz/Corpus
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-rm -rf "$out" && mkdir -p "$out"/{bundle,metadata,inflate,legacy,document}
+rm -rf "$out" && mkdir -p "$out"/{bundle,metadata,inflate,legacy,document,fleet}
 
 python3 - "$work" <<'PY'
 import os, plistlib, sqlite3, sys, zlib
@@ -93,4 +93,22 @@ if [ -d "$corpus" ]; then
 else
     echo "make-seeds: $corpus is absent; seeds made from generated files only"
 fi
+# fuzz-fleet: a plan, a shard's report and a report's spool of a batch over the sample stores (the spool made from the
+# report's own header and items, as a run killed after two items would have left it).
+mkdir -p "$work/fleet" && cp -a Samples/stores "$work/fleet/tree"
+"$docconvert" batch "$work/fleet/tree" --plan-only "$out/fleet/plan" --quiet > /dev/null
+"$docconvert" batch "$work/fleet/tree" --plan "$out/fleet/plan" --legacy keep --quiet --report "$out/fleet/report.json" > /dev/null || true
+python3 - "$out/fleet/report.json" "$out/fleet/spool" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+attempt = report["attempts"][0]
+run = {key: value for key, value in report.items() if key not in ("attempts", "docconvertBatchReport")}
+run["items"] = []
+with open(sys.argv[2], "w") as spool:
+    spool.write('{"docconvertBatchSpool":1,' + json.dumps({"attempt": attempt, "run": run}, sort_keys=True, separators=(",", ":"))[1:] + "\n")
+    for item in report["items"][:2]:
+        spool.write(json.dumps({"started": item["source"]}, separators=(",", ":")) + "\n")
+        spool.write(json.dumps(item, sort_keys=True, separators=(",", ":")) + "\n")
+    spool.write('{"started":"' + report["items"][2]["source"] + '"}\n')
+PY
 du -sh "$out" | sed 's/^/make-seeds: /'

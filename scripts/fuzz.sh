@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets in Fuzz/ (AddressSanitizer on) and runs one, or all, over its seed corpus.
 #
-#   scripts/fuzz.sh TARGET SECONDS     TARGET: bundle, metadata, inflate, legacy, document, or all (each in turn)
+#   scripts/fuzz.sh TARGET SECONDS     TARGET: bundle, metadata, inflate, legacy, document, fleet, or all (each in turn)
 #   scripts/fuzz.sh TARGET 0           only replays the seed corpus (what CI does first)
 #
 # New inputs go to .build-fuzz/corpus/TARGET (kept between runs, never committed); a crash, leak, timeout or
@@ -9,12 +9,12 @@
 # is `fuzz TARGET: N runs in S s, C coverage points, F findings`. Fuzz/make-seeds.sh remakes the committed seeds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target=${1:?usage: scripts/fuzz.sh bundle|metadata|inflate|legacy|document|all SECONDS}
+target=${1:?usage: scripts/fuzz.sh bundle|metadata|inflate|legacy|document|fleet|all SECONDS}
 seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS}
-targets=(bundle metadata inflate legacy document)
+targets=(bundle metadata inflate legacy document fleet)
 [ "$target" = all ] || targets=("$target")
 for name in "${targets[@]}"; do
-    [ -d "Fuzz/Corpus/$name" ] || { echo "fuzz: no target '$name' (bundle, metadata, inflate, legacy, document, all)" >&2; exit 64; }
+    [ -d "Fuzz/Corpus/$name" ] || { echo "fuzz: no target '$name' (bundle, metadata, inflate, legacy, document, fleet, all)" >&2; exit 64; }
 done
 
 work=$PWD/.build-fuzz

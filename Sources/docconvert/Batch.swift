@@ -130,26 +130,8 @@ struct Batch: AsyncParsableCommand {
 
     func run() async throws {
         if let planOnly { return try writePlan(to: FilePath(planOnly)) }
-        var options = BatchOptions()
-        options.jobs = jobs
-        options.dryRun = dryRun
-        options.conversion.legacyPolicy = legacy
-        options.conversion.backupDirectory = backupDir.map { FilePath($0) }
-        options.conversion.busyTimeout = busyTimeout
-        options.conversion.writing = WritingOptions(compression: compression.writingCompression)
-        options.survey = !quiet  // a total for the progress line's ETA
-        options.shard = try parse {
-            if let shard { return try BatchShard(parsing: shard) }
-            return try BatchShard.fromEnvironment(ProcessInfo.processInfo.environment, count: shardCount) ?? .all
-        }
-        if let migrations {
-            options.migrations = try reportingErrors(json: outputOptions.json) { try SQLMigrationFolder(directory: FilePath(migrations)) }
-        }
+        let options = try batchOptions()
         let json = outputOptions.json
-        if let plan {
-            let shard = options.shard
-            options.plan = try reportingErrors(json: json) { try BatchPlan(at: FilePath(plan), shard: shard) }
-        }
         guard FileManager.default.fileExists(atPath: root) else {
             throw failure(ErrorJSON(code: DocumentError.Code.notFound.description,
                                     message: "\(root): no such file or folder; name the folder to convert"),
@@ -178,18 +160,7 @@ struct Batch: AsyncParsableCommand {
             console.message(Self.stoppingMessage(signal: signal))
             batch.cancel()
         }
-        if options.shard.count > 1 { console.message("shard \(options.shard) (from \(options.shard.origin))") }
-        if let plan = options.plan {
-            console.message("taking the items from the plan \(plan.path): \(plan.shareItems) of its \(plan.header.items) items (of \(plan.header.root), made \(plan.header.createdAt.formatted(.iso8601)))")
-            if plan.header.root != batch.root.string {
-                console.message("the plan was made from \(plan.header.root) and this run's root is \(batch.root): its paths are taken relative to \(batch.root)")
-            }
-        }
-        let environment = ProcessInfo.processInfo.environment
-        if shard == nil, shardCount == nil, environment["DOCCONVERT_SHARD_COUNT"] == nil,
-           options.shard.origin == "SLURM_ARRAY_TASK_ID", options.shard.count == 1 {
-            console.message("this Slurm array has one task, so it takes the whole tree; to rerun one task of a larger array, pass --shard-count (or DOCCONVERT_SHARD_COUNT) with the original array's size")
-        }
+        tellAboutShard(options, root: batch.root, console: console)
         console.start()
         let summary: BatchSummary
         do {
@@ -216,6 +187,46 @@ struct Batch: AsyncParsableCommand {
         if summary.interrupted { throw ExitCode(128 + (signals.received ?? SIGINT)) }
         if summary.count(.failed) > 0 { throw ExitCode(65) }
         if summary.count(.busy) > 0 { throw ExitCode(75) }
+    }
+
+    /// The options given, the shard (from `--shard` or the scheduler's variables) and the plan opened for it.
+    private func batchOptions() throws -> BatchOptions {
+        var options = BatchOptions()
+        options.jobs = jobs
+        options.dryRun = dryRun
+        options.conversion.legacyPolicy = legacy
+        options.conversion.backupDirectory = backupDir.map { FilePath($0) }
+        options.conversion.busyTimeout = busyTimeout
+        options.conversion.writing = WritingOptions(compression: compression.writingCompression)
+        options.survey = !quiet  // a total for the progress line's ETA
+        options.shard = try parse {
+            if let shard { return try BatchShard(parsing: shard) }
+            return try BatchShard.fromEnvironment(ProcessInfo.processInfo.environment, count: shardCount) ?? .all
+        }
+        if let migrations {
+            options.migrations = try reportingErrors(json: outputOptions.json) { try SQLMigrationFolder(directory: FilePath(migrations)) }
+        }
+        if let plan {
+            let shard = options.shard
+            options.plan = try reportingErrors(json: outputOptions.json) { try BatchPlan(at: FilePath(plan), shard: shard) }
+        }
+        return options
+    }
+
+    /// The operator's lines about this worker's share: its shard, its plan, a Slurm array of one task.
+    private func tellAboutShard(_ options: BatchOptions, root: FilePath, console: BatchConsole) {
+        if options.shard.count > 1 { console.message("shard \(options.shard) (from \(options.shard.origin))") }
+        if let plan = options.plan {
+            console.message("taking the items from the plan \(plan.path): \(plan.shareItems) of its \(plan.header.items) items (of \(plan.header.root), made \(plan.header.createdAt.formatted(.iso8601)))")
+            if plan.header.root != root.string {
+                console.message("the plan was made from \(plan.header.root) and this run's root is \(root): its paths are taken relative to \(root)")
+            }
+        }
+        let environment = ProcessInfo.processInfo.environment
+        if shard == nil, shardCount == nil, environment["DOCCONVERT_SHARD_COUNT"] == nil,
+           options.shard.origin == "SLURM_ARRAY_TASK_ID", options.shard.count == 1 {
+            console.message("this Slurm array has one task, so it takes the whole tree; to rerun one task of a larger array, pass --shard-count (or DOCCONVERT_SHARD_COUNT) with the original array's size")
+        }
     }
 
     /// `--plan-only`: walks once, writes the plan, prints what it holds.

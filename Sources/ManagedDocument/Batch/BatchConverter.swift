@@ -353,13 +353,18 @@ public final class BatchConverter: Sendable {
             }
         }
         let summary = Mutex(BatchSummary())
+        // > `report` is the caller's code: a serial queue, which guards no state, makes its calls one at a time and
+        // > in the order the items are counted; no lock of the library is held while it runs.
+        let reporting = DispatchQueue(label: "ManagedDocument.batch.report")
         let finish: @Sendable (BatchItem) -> Void = { [self] item in
-            summary.withLock { summary in
-                guarded.withLock {
-                    $0.progress.done += 1
-                    $0.progress.doneBytes = $0.progress.doneBytes.addingSaturated(item.bytesIn)
+            reporting.sync {
+                summary.withLock { summary in
+                    guarded.withLock {
+                        $0.progress.done += 1
+                        $0.progress.doneBytes = $0.progress.doneBytes.addingSaturated(item.bytesIn)
+                    }
+                    summary.add(item)
                 }
-                summary.add(item)
                 report(item)
             }
         }

@@ -209,6 +209,8 @@ public final class BatchConverter: Sendable {
     private let logger: Logger
     /// Where the run is, and whether it was told to stop.
     private let guarded = Mutex<(progress: BatchProgress, cancelled: Bool)>((BatchProgress(), false))
+    /// The queues that walks under way fill: ``cancel()`` closes them, so a walk waiting for room stops at once.
+    private let walkQueues = Mutex<[BoundedQueue<BatchCandidate>]>([])
 
     /// A batch over `root`; nothing happens until ``run(_:)``. `logger` receives one line per item and the run's summary.
     ///
@@ -246,10 +248,27 @@ public final class BatchConverter: Sendable {
 
     /// Stops the run: no new item starts, items in progress finish (each is crash-safe anyway), ``run(_:)``
     /// returns with ``BatchSummary/interrupted`` set. Safe to call from any thread, e.g. a signal handler's queue.
-    public func cancel() { guarded.withLock { $0.cancelled = true } }
+    public func cancel() {
+        guarded.withLock { $0.cancelled = true }
+        for queue in walkQueues.withLock({ $0 }) { queue.close(discardingPending: true) }
+    }
 
     /// Whether ``cancel()`` was called.
     public var isCancelled: Bool { guarded.withLock { $0.cancelled } }
+
+    /// A queue for a walk to fill, closed by ``cancel()`` (at once when the run is cancelled already); ``forget(_:)``
+    /// it when the walk is over.
+    private func walkQueue(capacity: Int) -> BoundedQueue<BatchCandidate> {
+        let queue = BoundedQueue<BatchCandidate>(capacity: capacity)
+        walkQueues.withLock { $0.append(queue) }
+        // > After the append: a cancel that read the queues before it has set the flag this reads.
+        if isCancelled { queue.close(discardingPending: true) }
+        return queue
+    }
+
+    private func forget(_ queue: BoundedQueue<BatchCandidate>) {
+        walkQueues.withLock { $0.removeAll { $0 === queue } }
+    }
 
     /// Walks the tree once, only classifying, and writes its plan at `path` (aside, then renamed into place); nothing
     /// in the tree is changed. ``progress`` counts the items as they are found. The shard, the dry run, the
@@ -270,7 +289,8 @@ public final class BatchConverter: Sendable {
                                  startedAt: startedAt)
         // > The walk lists folders on this thread; `jobs` threads read the files' first bytes and write the items
         // > (in the order they are classified: a plan's order does not matter).
-        let queue = BoundedQueue<BatchCandidate>(capacity: 256)
+        let queue = walkQueue(capacity: 256)
+        defer { forget(queue) }
         let classifiers = DispatchGroup()
         for number in 0..<max(1, options.jobs) {
             classifiers.enter()
@@ -294,7 +314,7 @@ public final class BatchConverter: Sendable {
             thread.start()
         }
         walker.walk(classifyingFiles: false) { entry in
-            queue.push(entry, unlessCancelled: { self.isCancelled })
+            queue.push(entry)
         }
         queue.close(discardingPending: isCancelled)
         classifiers.wait()
@@ -365,13 +385,18 @@ public final class BatchConverter: Sendable {
             }
         }
         let summary = Mutex(BatchSummary())
+        // > `report` is the caller's code: a serial queue, which guards no state, makes its calls one at a time and
+        // > in the order the items are counted; no lock of the library is held while it runs.
+        let reporting = DispatchQueue(label: "ManagedDocument.batch.report")
         let finish: @Sendable (BatchItem) -> Void = { [self] item in
-            summary.withLock { summary in
-                guarded.withLock {
-                    $0.progress.done += 1
-                    $0.progress.doneBytes = $0.progress.doneBytes.addingSaturated(item.bytesIn)
+            reporting.sync {
+                summary.withLock { summary in
+                    guarded.withLock {
+                        $0.progress.done += 1
+                        $0.progress.doneBytes = $0.progress.doneBytes.addingSaturated(item.bytesIn)
+                    }
+                    summary.add(item)
                 }
-                summary.add(item)
                 report(item)
             }
         }
@@ -420,7 +445,8 @@ public final class BatchConverter: Sendable {
                             finish: @escaping @Sendable (BatchItem) -> Void,
                             migrate: @escaping @Sendable (PendingMigration) -> Void) {
         let capacity = max(1, options.queueCapacity ?? options.jobs * 4)
-        let queue = BoundedQueue<BatchCandidate>(capacity: capacity)
+        let queue = walkQueue(capacity: capacity)
+        defer { forget(queue) }
 
         // Twice as many threads as jobs, `jobs` of them on the CPU at once: a conversion waiting for its fsync lets
         // another one compute (see CPUTurns).
@@ -476,7 +502,7 @@ public final class BatchConverter: Sendable {
                 $0.progress.found += 1
                 $0.progress.foundBytes = $0.progress.foundBytes.addingSaturated(bytes)
             }
-            return queue.push(candidate, unlessCancelled: { self.isCancelled })
+            return queue.push(candidate)
         }
         guarded.withLock { $0.progress.walkFinished = true }
         queue.close(discardingPending: isCancelled)
@@ -765,55 +791,50 @@ private func onThread(named name: String, _ body: @escaping @Sendable () -> Void
 }
 
 /// A first-in first-out queue of at most `capacity` elements: `push` waits while it is full, `pop` while it is empty.
-final class BoundedQueue<Element: Sendable>: @unchecked Sendable {  // threads wait on `condition` (Mutex has no wait); it guards every field
-    private let condition = NSCondition()
-    private var elements: [Element] = []
-    private var head = 0
-    private var isClosed = false
+/// Closing it wakes both at once: a cancelled batch's walk, waiting for room, stops without delay.
+final class BoundedQueue<Element: Sendable>: Sendable {
+    private struct State {
+        var elements: [Element] = []
+        var head = 0
+        var isClosed = false
+    }
+    private let state = WaitableState(State())
     let capacity: Int
 
     init(capacity: Int) { self.capacity = capacity }
 
-    /// Adds an element, waiting for room. Returns `false` (dropping it) when the queue is closed or `unlessCancelled`
-    /// says so while waiting.
-    func push(_ element: Element, unlessCancelled: () -> Bool) -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        while elements.count - head >= capacity && !isClosed {
-            if unlessCancelled() { return false }
-            _ = condition.wait(until: Date().addingTimeInterval(0.1))
+    /// Adds an element, waiting for room. Returns `false` (dropping it) when the queue is closed, before or while
+    /// waiting.
+    func push(_ element: Element) -> Bool {
+        state.wait { state -> Bool? in
+            guard !state.isClosed else { return false }
+            guard state.elements.count - state.head < capacity else { return nil }
+            if state.head > 0 && state.head * 2 >= state.elements.count {
+                state.elements.removeFirst(state.head)
+                state.head = 0
+            }
+            state.elements.append(element)
+            return true
         }
-        guard !isClosed else { return false }
-        if head > 0 && head * 2 >= elements.count {
-            elements.removeFirst(head)
-            head = 0
-        }
-        elements.append(element)
-        condition.broadcast()
-        return true
     }
 
     /// The next element, waiting for one; `nil` once the queue is closed and empty.
     func pop() -> Element? {
-        condition.lock()
-        defer { condition.unlock() }
-        while head == elements.count && !isClosed { condition.wait() }
-        guard head < elements.count else { return nil }
-        let element = elements[head]
-        head += 1
-        condition.broadcast()
-        return element
+        state.wait { state -> Element?? in
+            guard state.head < state.elements.count else { return state.isClosed ? .some(nil) : nil }
+            state.head += 1
+            return state.elements[state.head - 1]
+        }
     }
 
     /// No more pushes; pending elements are still popped unless `discardingPending`.
     func close(discardingPending: Bool) {
-        condition.lock()
-        isClosed = true
-        if discardingPending {
-            elements.removeAll()
-            head = 0
+        state.withLock { state in
+            state.isClosed = true
+            if discardingPending {
+                state.elements.removeAll()
+                state.head = 0
+            }
         }
-        condition.broadcast()
-        condition.unlock()
     }
 }

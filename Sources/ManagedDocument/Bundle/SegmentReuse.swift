@@ -1,7 +1,5 @@
 import Crypto
-import Dispatch
 import Foundation
-import Synchronization
 import SystemPackage
 
 /// How a save wrote the store: whole, or reusing the compressed segments of the bundle it replaced (FORMAT.md 16.1).
@@ -60,25 +58,21 @@ final class SegmentReuse {
     /// The new store's size and its number of restart segments.
     let size: Int64
     let count: Int
-    private let hashing: Hashing
+    private let hashing: WaitableState<Hashing>
     /// Where compressed bytes pass through while they are copied or compared.
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 << 10, alignment: 64)
 
-    /// What the hashing thread publishes, segment by segment, and what it ends with.
-    private final class Hashing: Sendable {
-        struct State {
-            /// Per restart segment decided so far: its CRC-32, and whether it is reused.
-            var decided: [(crc32: UInt32, reused: Bool)] = []
-            var sha256: String?
-            var digests: DocumentMetadata.SegmentDigests?
-            var failure: DocumentError?
-            var isCancelled = false
-        }
-        let state = Mutex(State())
-        /// Signalled once for every segment decided (and once on a failure).
-        let published = DispatchSemaphore(value: 0)
-        /// Signalled when the thread has ended, whatever the outcome.
-        let ended = DispatchSemaphore(value: 0)
+    /// What the hashing thread publishes, segment by segment, and what it ends with; ``reusedCRC(_:)`` waits for
+    /// a segment's decision, ``finish()`` for the end.
+    private struct Hashing {
+        /// Per restart segment decided so far: its CRC-32, and whether it is reused.
+        var decided: [(crc32: UInt32, reused: Bool)] = []
+        var sha256: String?
+        var digests: DocumentMetadata.SegmentDigests?
+        var failure: DocumentError?
+        var isCancelled = false
+        /// Whether the thread has ended, whatever the outcome.
+        var isEnded = false
     }
 
     /// Reuse, or why not.
@@ -88,7 +82,7 @@ final class SegmentReuse {
     }
 
     private init(previous: BundleReader, loan: SegmentLoan, entry: BundleEntry, restarts: DeflateRestarts,
-                 restartInterval: Int64, size: Int64, hashing: Hashing) {
+                 restartInterval: Int64, size: Int64, hashing: WaitableState<Hashing>) {
         self.previous = previous
         self.loan = loan
         self.entry = entry
@@ -100,8 +94,8 @@ final class SegmentReuse {
     }
 
     deinit {
-        hashing.state.withLock { $0.isCancelled = true }
-        hashing.ended.wait()  // the thread reads the working copy through a descriptor it closes
+        hashing.withLock { $0.isCancelled = true }
+        hashing.wait { $0.isEnded ? () : nil }  // the thread reads the working copy through a descriptor it closes
         buffer.deallocate()
     }
 
@@ -129,7 +123,7 @@ final class SegmentReuse {
         _ = posix_fadvise(descriptor.rawValue, 0, 0, POSIX_FADV_WILLNEED)
         _ = posix_fadvise(previous.descriptor.rawValue, off_t(entry.dataOffset), off_t(entry.compressedSize),
                           POSIX_FADV_WILLNEED)
-        let hashing = Hashing()
+        let hashing = WaitableState(Hashing())
         let plan = SegmentReuse(previous: previous, loan: loan, entry: entry, restarts: restarts,
                                 restartInterval: interval, size: size, hashing: hashing)
         let newInterval = BundleWriter.segmentInterval(forSize: size, maximumDigests: maximumDigests)
@@ -137,17 +131,16 @@ final class SegmentReuse {
         Thread.detachNewThread {
             defer {
                 try? descriptor.close()  // Squash close error of a read-only descriptor.
-                hashing.ended.signal()
+                hashing.withLock { $0.isEnded = true }
             }
             do {
                 try hash(store, descriptor: descriptor, size: size, interval: interval, newInterval: newInterval,
                          recorded: recorded, count: count, oldCount: oldCount, into: hashing)
             } catch {
-                hashing.state.withLock {
+                hashing.withLock {
                     $0.failure = error as? DocumentError
                         ?? DocumentError(.ioFailure, path: store, reason: "cannot read the store (\(DocumentError.summary(of: error)))")
                 }
-                hashing.published.signal()
             }
         }
         return .reuse(plan)
@@ -157,7 +150,7 @@ final class SegmentReuse {
     /// holds it is complete, and publishes it.
     private static func hash(_ store: FilePath, descriptor: FileDescriptor, size: Int64, interval: Int64,
                              newInterval: Int64, recorded: DocumentMetadata.SegmentDigests, count: Int, oldCount: Int,
-                             into hashing: Hashing) throws {
+                             into hashing: WaitableState<Hashing>) throws {
         var hasher = SegmentHasher(interval: newInterval)
         var oldHasher = newInterval == recorded.interval ? nil : SegmentHasher(interval: recorded.interval)
         var crcs = SegmentCRCs(interval: interval)
@@ -177,14 +170,13 @@ final class SegmentReuse {
                 batch.append((crcs[index], isUnchanged && index < oldCount
                                                 && (index == count - 1) == (index == oldCount - 1)))
             }
-            hashing.state.withLock { $0.decided += batch }
-            for _ in batch { hashing.published.signal() }
+            hashing.withLock { $0.decided += batch }
             decided = complete
         }
         let pipeline = ChunkPipeline.forStream(ofSize: size)  // the store's SHA-256 on another thread
         var total: Int64 = 0
         while true {
-            if hashing.state.withLock({ $0.isCancelled }) { return }
+            if hashing.withLock({ $0.isCancelled }) { return }
             let buffer = pipeline.acquire()
             let read = try FileSystem.read(descriptor, at: total, into: buffer, path: store)
             if read == 0 { break }
@@ -204,7 +196,7 @@ final class SegmentReuse {
         }
         let digests = hasher.finalize()
         let comparable = oldHasher.map { var hasher = $0; return hasher.finalize() } ?? digests
-        hashing.state.withLock {
+        hashing.withLock {
             $0.sha256 = sha256
             $0.digests = DocumentMetadata.SegmentDigests(interval: newInterval, digests: digests)
         }
@@ -218,25 +210,31 @@ final class SegmentReuse {
             throw DocumentError(.sizeMismatch, path: previous.path, entry: BundleLayout.store,
                                 reason: "the store grew while it was being saved; nothing was replaced")
         }
-        hashing.published.wait()
-        return try hashing.state.withLock { state in
+        return try hashing.wait { state -> UInt32?? in
             if let failure = state.failure { throw failure }
-            precondition(index < state.decided.count, "segments are asked for in order, once each")
-            return state.decided[index].reused ? state.decided[index].crc32 : nil
+            guard index < state.decided.count else {
+                guard state.isEnded else { return nil }  // not decided yet
+                throw notReadToItsEnd
+            }
+            return .some(state.decided[index].reused ? state.decided[index].crc32 : nil)
         }
     }
 
     /// Waits for the hashing thread to end; the store's SHA-256 and segment digests, and which segments are reused.
     func finish() throws -> (sha256: String, digests: DocumentMetadata.SegmentDigests, reused: [Bool]) {
-        hashing.ended.wait()
-        hashing.ended.signal()  // deinit waits again
-        return try hashing.state.withLock { state in
+        try hashing.wait { state in
+            guard state.isEnded else { return nil }
             if let failure = state.failure { throw failure }
             guard let sha256 = state.sha256, let digests = state.digests, state.decided.count == count else {
-                throw DocumentError(.ioFailure, path: previous.path, reason: "the store was not read to its end")
+                throw notReadToItsEnd
             }
             return (sha256, digests, state.decided.map(\.reused))
         }
+    }
+
+    /// The hashing thread ended before it decided every segment, with no error of its own.
+    private var notReadToItsEnd: DocumentError {
+        DocumentError(.ioFailure, path: previous.path, reason: "the store was not read to its end")
     }
 
     /// Where restart segment `index` of the replaced store lies in the replaced bundle's file.

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import SystemPackage
 
 /// The check a consolidated copy must pass before its bundle may take its name: `PRAGMA integrity_check`, and the
@@ -13,9 +12,7 @@ import SystemPackage
 final class CopyCheck: Sendable {
     let isInBackground: Bool
     /// The check's outcome, set once when it ends.
-    private let outcome = Mutex<Result<StoreFacts, any Error>?>(nil)
-    /// Signalled when `outcome` is set (and again by every ``result()`` that waited, for the next one).
-    private let done = DispatchSemaphore(value: 0)
+    private let outcome = WaitableState<Result<StoreFacts, any Error>?>(nil)
 
     /// Starts the check: on a new thread when `inBackground`, otherwise right here.
     ///
@@ -26,26 +23,18 @@ final class CopyCheck: Sendable {
             Result { try Self.check(copy, source: source, before: before, immutableURI: immutableURI) }
         }
         if inBackground {
-            let thread = Thread { [self] in
-                let result = run()
-                outcome.withLock { $0 = result }
-                done.signal()
-            }
+            let thread = Thread { [outcome] in outcome.set(run()) }
             thread.name = "ManagedDocument.check"
             thread.stackSize = 1 << 20
             thread.start()
         } else {
-            let result = run()
-            outcome.withLock { $0 = result }
-            done.signal()
+            outcome.set(run())
         }
     }
 
     /// The copy's facts once the check has passed; waits for it to end. Throws the check's error.
     func result() throws -> StoreFacts {
-        done.wait()
-        done.signal()
-        return try outcome.withLock { $0! }.get()
+        try outcome.wait().get()
     }
 
     private static func check(_ copy: FilePath, source: FilePath, before: StoreFacts,

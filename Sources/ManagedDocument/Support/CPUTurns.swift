@@ -12,8 +12,17 @@ import Dispatch
 /// A batch of small stores spends a fifth of its time in `fsync`; with one conversion per core, that time would
 /// leave the cores idle. The batch runs twice as many worker threads as jobs; each takes a turn before it starts an
 /// item and gives it back when the item is done, and ``whileWaiting(_:)`` gives it back around a wait. A wait must
-/// never hold a turn: the conversion it waits for may need one to finish. Which turn a thread holds is
-/// thread-local, so the file-system layer needs no parameter for it.
+/// never hold a turn: the conversion it waits for may need one to finish.
+///
+/// Which turn a thread holds is the library's one piece of thread-local state, on purpose. The waits that give the
+/// turn back are at the bottom of every layer (`FileSystem.sync` and `syncDirectory`, called by `AtomicFile`, the
+/// bundle writer and extraction, the legacy converter and its disposal; the retries of `SourceSnapshot` and
+/// `DocumentLock`), in code that `Document` and every `docconvert` command run too, outside any batch. Passed
+/// explicitly, a turn would be a parameter of each of those functions and of everything that calls them, `nil`
+/// everywhere but on a batch worker. And a turn belongs to a thread by nature: it counts a thread on the CPU, so it
+/// is the thread that blocks that must give it back. The state is scoped: ``withTurn(_:)`` sets it on the worker's
+/// own thread for one item and clears it before giving the turn back; other threads (a parallel deflater's) never
+/// see it, which is right, as the batch does not count them.
 final class CPUTurns: Sendable {
     private let semaphore: DispatchSemaphore
 

@@ -19,6 +19,12 @@ final class ChunkPipeline {
         init(count: Int) { free = DispatchSemaphore(value: count) }
     }
 
+    /// A submitted buffer on its way to the hash: the pipeline's memory, which nothing reads or writes meanwhile
+    /// (``acquire()`` hands it out again only after the hash has signalled `free`), so the hash is its one user.
+    private struct Chunk: @unchecked Sendable {
+        let bytes: UnsafeRawBufferPointer
+    }
+
     private let buffers: [UnsafeMutableRawBufferPointer]
     private let shared: Shared
     private var free: DispatchSemaphore { shared.free }
@@ -64,12 +70,9 @@ final class ChunkPipeline {
     func submit(_ count: Int) {
         guard let buffer = acquired else { preconditionFailure("submit() without acquire()") }
         acquired = nil
-        // > The buffer goes by address: it stays ours, unused, until `free` is signalled.
-        let start = UInt(bitPattern: buffer.baseAddress)
+        let chunk = Chunk(bytes: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
         let hash: @Sendable () -> Void = { [shared] in
-            shared.hasher.withLock {
-                $0.update(bufferPointer: UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: start), count: count))
-            }
+            shared.hasher.withLock { $0.update(bufferPointer: chunk.bytes) }
             shared.free.signal()
         }
         if hashesInline { hash() } else { queue.async(execute: hash) }

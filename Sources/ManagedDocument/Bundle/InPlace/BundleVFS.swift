@@ -20,12 +20,15 @@ enum BundleVFS {
         return Unmanaged<StoreSlot>.fromOpaque(slot).takeUnretainedValue()
     }
 
-    /// The store files' methods, made once and never changed (kept by address: SQLite reads them from any thread).
-    private static var methods: UnsafeMutablePointer<sqlite3_io_methods> {
-        UnsafeMutablePointer(bitPattern: methodsAddress)!
+    /// The store files' methods, made once and never changed: SQLite reads them from any thread.
+    private static var methods: UnsafeMutablePointer<sqlite3_io_methods> { methodsTable.pointer }
+
+    /// The methods' table, shared by every thread: written once, before any thread can see it, read only after.
+    private struct MethodsTable: @unchecked Sendable {
+        let pointer: UnsafeMutablePointer<sqlite3_io_methods>
     }
 
-    private static let methodsAddress: UInt = {
+    private static let methodsTable: MethodsTable = {
         let methods = UnsafeMutablePointer<sqlite3_io_methods>.allocate(capacity: 1)
         methods.initialize(to: sqlite3_io_methods())
         methods.pointee.iVersion = 1
@@ -74,7 +77,7 @@ enum BundleVFS {
         methods.pointee.xDeviceCharacteristics = { file in
             BundleVFS.file(file)?.isImmutable == false ? 0 : SQLITE_IOCAP_IMMUTABLE
         }
-        return UInt(bitPattern: methods)
+        return MethodsTable(pointer: methods)
     }()
 
     private static func register() -> Bool {

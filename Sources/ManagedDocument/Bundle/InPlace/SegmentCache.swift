@@ -21,8 +21,8 @@ final class SegmentCache: Sendable {
     private struct State {
         var cache: [Int: [UInt8]] = [:]
         var recent: [Int] = []  // least recently used first
-        /// Segments being loaded (by a read or ahead of one), with the semaphore signalled when they are done.
-        var loading: [Int: DispatchSemaphore] = [:]
+        /// Segments being loaded (by a read or ahead of one), each with the one-shot set when its load is over.
+        var loading: [Int: Load] = [:]
         /// The segment the last read asked for: the next one asked for makes the reads sequential.
         var lastAsked = -2
         var peakCachedBytes = 0
@@ -50,11 +50,14 @@ final class SegmentCache: Sendable {
         }
     }
 
+    /// The end of a segment's load, whether it was kept or failed.
+    private typealias Load = WaitableState<Void?>
+
     /// What a read finds for a segment.
     private enum Lookup {
         case cached([UInt8])
-        case beingLoaded(DispatchSemaphore)
-        case toLoad(DispatchSemaphore)
+        case beingLoaded(Load)
+        case toLoad(Load)
     }
 
     /// Segment `index`: from the cache, from a load under way (waited for), or loaded here (outside the lock).
@@ -67,7 +70,7 @@ final class SegmentCache: Sendable {
                     return .cached(bytes)
                 }
                 if let done = state.loading[index] { return .beingLoaded(done) }
-                let done = DispatchSemaphore(value: 0)
+                let done = Load(nil)
                 state.loading[index] = done
                 return .toLoad(done)
             }
@@ -77,10 +80,9 @@ final class SegmentCache: Sendable {
                 return bytes
             case .beingLoaded(let done):
                 done.wait()
-                done.signal()  // for any other waiter
                 continue  // cached now, or (a load that failed) loaded again here, which reports the failure
             case .toLoad(let done):
-                defer { done.signal() }
+                defer { done.set(()) }
                 let bytes: [UInt8]
                 do {
                     bytes = try loader.load(index)
@@ -115,13 +117,13 @@ final class SegmentCache: Sendable {
     /// needs it loads it again and reports the failure.
     private func readAhead(after index: Int) {
         let count = loader.plan.digests.count
-        let ahead = state.withLock { state -> [(Int, DispatchSemaphore)] in
+        let ahead = state.withLock { state -> [(Int, Load)] in
             defer { state.lastAsked = index }
             guard index == state.lastAsked + 1 else { return [] }
-            var ahead: [(Int, DispatchSemaphore)] = []
+            var ahead: [(Int, Load)] = []
             for next in (index + 1)...(index + readAhead) where next < count {
                 guard state.cache[next] == nil, state.loading[next] == nil else { continue }
-                let done = DispatchSemaphore(value: 0)
+                let done = Load(nil)
                 state.loading[next] = done
                 ahead.append((next, done))
             }
@@ -129,7 +131,7 @@ final class SegmentCache: Sendable {
         }
         for (next, done) in ahead {
             prefetcher.async { [self] in
-                defer { done.signal() }
+                defer { done.set(()) }
                 if let bytes = try? loader.load(next) {
                     keep(bytes, as: next)
                 } else {

@@ -6,7 +6,6 @@ import PackageDescription
 
 let package = Package(
     name: "ManagedDocumentBenchmarks",
-    platforms: [.macOS(.v14)],
     dependencies: [
         // Named explicitly: a path dependency's identity is otherwise its folder's name, which a clone may change.
         .package(name: "ManagedDocument", path: ".."),

@@ -46,7 +46,8 @@ STATIC=${BENCH_STATIC_STDLIB:-1}
 for tool in python3 zip sqlite3 xargs /usr/bin/time swift; do
     command -v "$tool" >/dev/null || { echo "missing: $tool (scripts/setup.sh installs it)" >&2; exit 69; }
 done
-log() { echo "[bench] $*" >&2; }
+
+source "$root/scripts/bench-common.sh"
 
 build_flags=()
 if [[ $STATIC == 1 ]]; then build_flags=(--static-swift-stdlib --scratch-path "$root/.build-batchbench-static"); fi
@@ -54,13 +55,9 @@ log "building docconvert (release${build_flags[*]:+, static Swift standard libra
 swift build -c release --product docconvert "${build_flags[@]}" >&2
 BIN="$(swift build -c release "${build_flags[@]}" --show-bin-path)/docconvert"
 
-mkdir -p "$DIR"
-DIR=$(cd "$DIR" && pwd)
-WORK="$DIR/batch"
-rm -rf "$WORK"
-mkdir -p "$WORK"
-cleanup() { if [[ $KEEP == 1 ]]; then log "kept $WORK"; else rm -rf "$WORK"; rmdir "$DIR" 2>/dev/null || true; fi; }
-trap cleanup EXIT
+# --- work folder and cleanup (scripts/bench-common.sh); the page cache stays warm for every case ------------------
+bench_work_folder batch
+DROP=0
 
 # --- the tree -------------------------------------------------------------------------------------------------------
 TREE="$WORK/tree"
@@ -145,20 +142,18 @@ if __name__ == "__main__":
         pool.map(convert if mode == "convert" else copy, paths, chunksize=8)
 PY
 
-run_case() {  # case, tree copy -> prints "seconds kib"
-    local name=$1 tree=$2
-    case $name in
-        ours) /usr/bin/time -f '%e %M' -o "$WORK/time" "$BIN" batch "$tree" --jobs "$JOBS" --legacy keep --quiet > "$WORK/out.txt" ;;
-        ours-d6) /usr/bin/time -f '%e %M' -o "$WORK/time" "$BIN" batch "$tree" --jobs "$JOBS" --legacy keep --quiet --level 6 > "$WORK/out.txt" ;;
-        ours-store) /usr/bin/time -f '%e %M' -o "$WORK/time" "$BIN" batch "$tree" --jobs "$JOBS" --legacy keep --quiet --compression store > "$WORK/out.txt" ;;
-        shell) /usr/bin/time -f '%e %M' -o "$WORK/time" bash -c 'find "$1" -type f \( -name "*.sqlite" -o -name "*.db" -o -name "*.sqlite3" -o -name "*.store" \) -print0 | while IFS= read -r -d "" f; do "$2" "$f"; done' _ "$tree" "$WORK/one.sh" ;;
-        xargs) /usr/bin/time -f '%e %M' -o "$WORK/time" bash -c 'find "$1" -type f \( -name "*.sqlite" -o -name "*.db" -o -name "*.sqlite3" -o -name "*.store" \) -print0 | xargs -0 -n 1 -P "$3" "$2"' _ "$tree" "$WORK/one.sh" "$JOBS" ;;
-        python) /usr/bin/time -f '%e %M' -o "$WORK/time" python3 "$WORK/pool.py" convert "$tree" "$JOBS" ;;
-        copy) /usr/bin/time -f '%e %M' -o "$WORK/time" python3 "$WORK/pool.py" copy "$tree" "$JOBS" ;;
-        *) echo "unknown case $name" >&2; exit 64 ;;
-    esac
-    cat "$WORK/time"
-}
+# --- cases: each a function run by run_case (scripts/bench-common.sh) on $RUN_TREE, a fresh copy of the tree -------
+FIND_STORES='find "$1" -type f \( -name "*.sqlite" -o -name "*.db" -o -name "*.sqlite3" -o -name "*.store" \) -print0'
+case_ours() { timed "$BIN" batch "$RUN_TREE" --jobs "$JOBS" --legacy keep --quiet; }
+case_ours-d6() { timed "$BIN" batch "$RUN_TREE" --jobs "$JOBS" --legacy keep --quiet --level 6; }
+case_ours-store() { timed "$BIN" batch "$RUN_TREE" --jobs "$JOBS" --legacy keep --quiet --compression store; }
+case_shell() { timed bash -c "$FIND_STORES"' | while IFS= read -r -d "" f; do "$2" "$f"; done' _ "$RUN_TREE" "$WORK/one.sh"; }
+case_xargs() { timed bash -c "$FIND_STORES"' | xargs -0 -n 1 -P "$3" "$2"' _ "$RUN_TREE" "$WORK/one.sh" "$JOBS"; }
+case_python() { timed python3 "$WORK/pool.py" convert "$RUN_TREE" "$JOBS"; }
+case_copy() { timed python3 "$WORK/pool.py" copy "$RUN_TREE" "$JOBS"; }
+for name in $CASES; do
+    declare -F "case_$name" >/dev/null || { echo "unknown case $name" >&2; exit 64; }
+done
 
 declare -A times rss outs
 for round in $(seq 1 "$RUNS"); do
@@ -168,7 +163,9 @@ for round in $(seq 1 "$RUNS"); do
         cp -a "$TREE" "$copy"
         sync
         log "round $round: $name"
-        read -r seconds kib < <(run_case "$name" "$copy" | tail -1)
+        RUN_TREE=$copy
+        run_case "$name" "$round" "$name"
+        seconds=${TIMED[0]} kib=${TIMED[1]}
         times[$name]+="$seconds "
         rss[$name]+="$kib "
         case $name in

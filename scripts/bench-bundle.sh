@@ -100,10 +100,16 @@ STORE_BYTES=$(stat -c %s "$STORE")
 log "store: $STORE_BYTES bytes in ${gen_seconds}s"
 
 # --- cases -------------------------------------------------------------------------------------------------------
-# Each case: id|tool|operation|peer id|output path|command (eval'd; $OUT is the output path)
-# Output paths are removed (pack) or recreated empty (unpack) before every run.
+# Each case: its row (pack_case/unpack_case ID TOOL OPERATION PEER OUTPUT) and its command, the function case_ID
+# (scripts/bench-common.sh), which writes to $OUT, the case's output path. Output paths are removed (pack) or
+# recreated empty (unpack) before every run.
 OUT_DIR="$WORK/out"
 BUNDLE6="$OUT_DIR/ours-d6.mdz"
+pack_cases=()
+unpack_cases=()
+declare -A TOOL OP PEER_ID OUTPUT
+pack_case() { pack_cases+=("$1"); TOOL[$1]=$2; OP[$1]=$3; PEER_ID[$1]=$4; OUTPUT[$1]=$5; }
+unpack_case() { unpack_cases+=("$1"); TOOL[$1]=$2; OP[$1]=$3; PEER_ID[$1]=$4; OUTPUT[$1]=$5; }
 # Which bsdtar options this bsdtar accepts (libarchive 3.6.2 takes both), tried on a small file.
 head -c 65536 "$STORE" >"$WORK/persistentStore.probe"
 probe="$WORK/probe.zip"
@@ -117,65 +123,64 @@ if bsdtar -cf "$probe" --format zip --options zip:compression=store -C "$WORK" p
 fi
 rm -f "$probe" "$WORK/persistentStore.probe"
 
-pack_cases=(
-    "ours-store|ours (BundleWriter)|pack, store|zip-0|$OUT_DIR/ours-store.mdz|\"\$BIN\" pack \"\$STORE\" \"\$OUT\" 0"
-    "zip-0|zip -0|pack, store||$OUT_DIR/zip-0.zip|zip -q -0 -j \"\$OUT\" \"\$STORE\""
-    "zf-store|ZIPFoundation 0.9.20 (Archive.addEntry, .none)|pack, store|zip-0|$OUT_DIR/zf-store.zip|\"\$PEER\" pack \"\$STORE\" \"\$OUT\" store"
-)
-[[ $bsdtar_store == 1 ]] && pack_cases+=(
-    "bsdtar-store|bsdtar --format zip --options zip:compression=store|pack, store|zip-0|$OUT_DIR/bsdtar-store.zip|bsdtar -cf \"\$OUT\" --format zip --options zip:compression=store -C \"\$WORK\" persistentStore"
-)
-pack_cases+=(
-    "ours-d1|ours (BundleWriter, ISA-L)|pack, deflate 1|zip-1|$OUT_DIR/ours-d1.mdz|\"\$BIN\" pack \"\$STORE\" \"\$OUT\" 1"
-    "zip-1|zip -1|pack, deflate 1||$OUT_DIR/zip-1.zip|zip -q -1 -j \"\$OUT\" \"\$STORE\""
-)
-[[ $bsdtar_level1 == 1 ]] && pack_cases+=(
-    "bsdtar-1|bsdtar --format zip --options zip:compression-level=1|pack, deflate 1|zip-1|$OUT_DIR/bsdtar-1.zip|bsdtar -cf \"\$OUT\" --format zip --options zip:compression-level=1 -C \"\$WORK\" persistentStore"
-)
-pack_cases+=(
-    "ours-d2|ours (BundleWriter, ISA-L: the default)|pack, deflate 2|zip-6|$OUT_DIR/ours-d2.mdz|\"\$BIN\" pack \"\$STORE\" \"\$OUT\" 2"
-    "ours-d6|ours (BundleWriter, zlib)|pack, deflate 6|zip-6|$BUNDLE6|\"\$BIN\" pack \"\$STORE\" \"\$OUT\" 6"
-    "zip-6|zip -6|pack, deflate 6||$OUT_DIR/zip-6.zip|zip -q -6 -j \"\$OUT\" \"\$STORE\""
-    "bsdtar|bsdtar --format zip (default: deflate 6)|pack, deflate 6|zip-6|$OUT_DIR/bsdtar.zip|bsdtar -cf \"\$OUT\" --format zip -C \"\$WORK\" persistentStore"
-    "zf-6|ZIPFoundation 0.9.20 (Archive.addEntry, .deflate: zlib's level 6)|pack, deflate 6|zip-6|$OUT_DIR/zf-6.zip|\"\$PEER\" pack \"\$STORE\" \"\$OUT\" deflate"
-)
-unpack_cases=(
-    "ours-unpack|ours (BundleReader.extract)|unpack ours-d6 bundle|unzip|$OUT_DIR/x-ours|\"\$BIN\" unpack \"\$BUNDLE6\" \"\$OUT\""
-    "unzip|unzip -q -o|unpack ours-d6 bundle||$OUT_DIR/x-unzip|unzip -q -o \"\$BUNDLE6\" -d \"\$OUT\""
-    "bsdtar-x|bsdtar -xf|unpack ours-d6 bundle|unzip|$OUT_DIR/x-bsdtar|bsdtar -xf \"\$BUNDLE6\" -C \"\$OUT\""
-    "zf-x|ZIPFoundation 0.9.20 (FileManager.unzipItem)|unpack ours-d6 bundle|unzip|$OUT_DIR/x-zf|\"\$PEER\" unpack \"\$BUNDLE6\" \"\$OUT\""
-)
+pack_case ours-store "ours (BundleWriter)" "pack, store" zip-0 "$OUT_DIR/ours-store.mdz"
+case_ours-store() { timed "$BIN" pack "$STORE" "$OUT" 0; }
+pack_case zip-0 "zip -0" "pack, store" "" "$OUT_DIR/zip-0.zip"
+case_zip-0() { timed zip -q -0 -j "$OUT" "$STORE"; }
+pack_case zf-store "ZIPFoundation 0.9.20 (Archive.addEntry, .none)" "pack, store" zip-0 "$OUT_DIR/zf-store.zip"
+case_zf-store() { timed "$PEER" pack "$STORE" "$OUT" store; }
+if [[ $bsdtar_store == 1 ]]; then
+    pack_case bsdtar-store "bsdtar --format zip --options zip:compression=store" "pack, store" zip-0 "$OUT_DIR/bsdtar-store.zip"
+    case_bsdtar-store() { timed bsdtar -cf "$OUT" --format zip --options zip:compression=store -C "$WORK" persistentStore; }
+fi
+pack_case ours-d1 "ours (BundleWriter, ISA-L)" "pack, deflate 1" zip-1 "$OUT_DIR/ours-d1.mdz"
+case_ours-d1() { timed "$BIN" pack "$STORE" "$OUT" 1; }
+pack_case zip-1 "zip -1" "pack, deflate 1" "" "$OUT_DIR/zip-1.zip"
+case_zip-1() { timed zip -q -1 -j "$OUT" "$STORE"; }
+if [[ $bsdtar_level1 == 1 ]]; then
+    pack_case bsdtar-1 "bsdtar --format zip --options zip:compression-level=1" "pack, deflate 1" zip-1 "$OUT_DIR/bsdtar-1.zip"
+    case_bsdtar-1() { timed bsdtar -cf "$OUT" --format zip --options zip:compression-level=1 -C "$WORK" persistentStore; }
+fi
+pack_case ours-d2 "ours (BundleWriter, ISA-L: the default)" "pack, deflate 2" zip-6 "$OUT_DIR/ours-d2.mdz"
+case_ours-d2() { timed "$BIN" pack "$STORE" "$OUT" 2; }
+pack_case ours-d6 "ours (BundleWriter, zlib)" "pack, deflate 6" zip-6 "$BUNDLE6"
+case_ours-d6() { timed "$BIN" pack "$STORE" "$OUT" 6; }
+pack_case zip-6 "zip -6" "pack, deflate 6" "" "$OUT_DIR/zip-6.zip"
+case_zip-6() { timed zip -q -6 -j "$OUT" "$STORE"; }
+pack_case bsdtar "bsdtar --format zip (default: deflate 6)" "pack, deflate 6" zip-6 "$OUT_DIR/bsdtar.zip"
+case_bsdtar() { timed bsdtar -cf "$OUT" --format zip -C "$WORK" persistentStore; }
+pack_case zf-6 "ZIPFoundation 0.9.20 (Archive.addEntry, .deflate: zlib's level 6)" "pack, deflate 6" zip-6 "$OUT_DIR/zf-6.zip"
+case_zf-6() { timed "$PEER" pack "$STORE" "$OUT" deflate; }
+
+unpack_case ours-unpack "ours (BundleReader.extract)" "unpack ours-d6 bundle" unzip "$OUT_DIR/x-ours"
+case_ours-unpack() { timed "$BIN" unpack "$BUNDLE6" "$OUT"; }
+unpack_case unzip "unzip -q -o" "unpack ours-d6 bundle" "" "$OUT_DIR/x-unzip"
+case_unzip() { timed unzip -q -o "$BUNDLE6" -d "$OUT"; }
+unpack_case bsdtar-x "bsdtar -xf" "unpack ours-d6 bundle" unzip "$OUT_DIR/x-bsdtar"
+case_bsdtar-x() { timed bsdtar -xf "$BUNDLE6" -C "$OUT"; }
+unpack_case zf-x "ZIPFoundation 0.9.20 (FileManager.unzipItem)" "unpack ours-d6 bundle" unzip "$OUT_DIR/x-zf"
+case_zf-x() { timed "$PEER" unpack "$BUNDLE6" "$OUT"; }
 
 RESULTS="$WORK/results.tsv"
 : >"$RESULTS"
 declare -A TIMES RSS
 
-# run_case KIND CASE ROUND: one timed run; KIND is pack or unpack.
-run_case() {
-    local kind=$1 spec=$2 round=$3
-    local id tool op peer out cmd
-    IFS='|' read -r id tool op peer out cmd <<<"$spec"
-    OUT=$out
+# run KIND ID ROUND: one timed run; KIND is pack or unpack.
+run() {
+    local kind=$1 id=$2 round=$3
+    OUT=${OUTPUT[$id]}
     rm -rf "$OUT"
-    [[ $kind == unpack ]] && mkdir -p "$OUT"
-    drop_caches
-    local timing="$WORK/time.txt"
-    if ! eval "/usr/bin/time -f '%e %M' -o \"\$timing\" $cmd" >"$WORK/cmd.log" 2>&1; then
-        echo "FAILED: $tool ($op), round $round:" >&2
-        cat "$WORK/cmd.log" "$timing" >&2 2>/dev/null || true
-        exit 1
-    fi
-    local seconds kib
-    read -r seconds kib < <(tail -n 1 "$timing")
+    if [[ $kind == unpack ]]; then mkdir -p "$OUT"; fi
+    run_case "$id" "$round" "${TOOL[$id]} (${OP[$id]})"
+    local seconds=${TIMED[0]} kib=${TIMED[1]}
     TIMES[$id]+="${TIMES[$id]:+,}$seconds"
     RSS[$id]+="${RSS[$id]:+,}$kib"
     log "round $round/$RUNS  $(printf '%-14s' "$id") ${seconds}s  ${kib} KiB"
 }
 
 record() {
-    local kind=$1 spec=$2
-    local id tool op peer out cmd size method=""
-    IFS='|' read -r id tool op peer out cmd <<<"$spec"
+    local kind=$1 id=$2
+    local tool=${TOOL[$id]} op=${OP[$id]} peer=${PEER_ID[$id]} out=${OUTPUT[$id]} size method=""
     if [[ $kind == pack ]]; then
         size=$(stat -c %s "$out")
         # How the store entry was written (zip's "Defl:N"/"Defl:F"/"Stored"), read back with unzip -v.
@@ -188,22 +193,21 @@ record() {
 
 log "packing: ${#pack_cases[@]} cases x $RUNS runs (page cache dropped before each run: $([[ $DROP == 1 ]] && echo yes || echo no))"
 for ((round = 1; round <= RUNS; round++)); do
-    for spec in "${pack_cases[@]}"; do run_case pack "$spec" "$round"; done
+    for id in "${pack_cases[@]}"; do run pack "$id" "$round"; done
 done
-for spec in "${pack_cases[@]}"; do record pack "$spec"; done
+for id in "${pack_cases[@]}"; do record pack "$id"; done
 # The peers' archives are no longer needed; the deflate-6 bundle is the input of the unpack cases.
-for spec in "${pack_cases[@]}"; do
-    IFS='|' read -r _ _ _ _ out _ <<<"$spec"
-    [[ $out == "$BUNDLE6" ]] || rm -f "$out"
+for id in "${pack_cases[@]}"; do
+    [[ ${OUTPUT[$id]} == "$BUNDLE6" ]] || rm -f "${OUTPUT[$id]}"
 done
 
 log "unpacking: ${#unpack_cases[@]} cases x $RUNS runs"
 for ((round = 1; round <= RUNS; round++)); do
-    for spec in "${unpack_cases[@]}"; do run_case unpack "$spec" "$round"; done
+    for id in "${unpack_cases[@]}"; do run unpack "$id" "$round"; done
 done
-for spec in "${unpack_cases[@]}"; do
-    record unpack "$spec"
-    IFS='|' read -r _ _ _ _ out _ <<<"$spec"
+for id in "${unpack_cases[@]}"; do
+    record unpack "$id"
+    out=${OUTPUT[$id]}
     cmp -s "$STORE" "$out/StoreContent/persistentStore" || { echo "extracted store differs: $out" >&2; exit 1; }
 done
 

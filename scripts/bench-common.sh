@@ -1,11 +1,17 @@
-# Shared by the bench-*.sh scripts (sourced, not run): the log line, the work folder removed on exit, and dropping
-# the page cache between runs for cold-cache timings.
+# Shared by the bench-*.sh scripts (sourced, not run): the log line, the work folder removed on exit, dropping
+# the page cache between runs for cold-cache timings, and one timed run of a case.
 #
 #   bench_work_folder NAME   sets WORK to "$DIR/NAME" (made empty), and removes it on exit unless KEEP=1
 #   bench_page_cache         sets DROP=1 when the page cache can be dropped (root, BENCH_DROP_CACHES not 0)
 #   drop_caches              drops it (when DROP=1)
+#   run_case ID ROUND NAME [FOLDER]
+#                            one timed run of the case ID (see below); sets TIMED
 #
 # The caller sets DIR (the benchmark folder) and KEEP before calling them.
+#
+# A case is a function, case_ID, that runs its one command through `timed` (never a string to eval):
+#   case_zip-6() { timed zip -q -6 -j "$OUT" "$STORE"; }
+# and the script lists its cases' IDs in an array, in the order they run and appear in its table.
 
 log() { echo "[bench] $*" >&2; }
 
@@ -36,4 +42,25 @@ bench_page_cache() {
 
 drop_caches() {
     if [[ $DROP == 1 ]]; then sync; echo 3 >/proc/sys/vm/drop_caches; fi
+}
+
+# The fields /usr/bin/time writes for each run (a script may set more, e.g. '%e %M %U %S').
+TIME_FORMAT='%e %M'
+
+# timed COMMAND [ARG...]: runs COMMAND under /usr/bin/time, its fields written to $WORK/time.txt.
+timed() { /usr/bin/time -f "$TIME_FORMAT" -o "$WORK/time.txt" "$@"; }
+
+# run_case ID ROUND NAME [FOLDER]: drops the page cache (when DROP=1), then runs case_ID in a subshell in FOLDER (the
+# current folder by default), its output in $WORK/cmd.out and $WORK/cmd.err. If it fails, says so with NAME and
+# what it printed, and exits; otherwise TIMED holds the fields of the timing's last line, in TIME_FORMAT's order.
+run_case() {
+    local id=$1 round=$2 name=$3 folder=${4:-.}
+    drop_caches
+    rm -f "$WORK/time.txt"
+    if ! (cd "$folder" && "case_$id") >"$WORK/cmd.out" 2>"$WORK/cmd.err"; then
+        echo "FAILED: $name, round $round:" >&2
+        cat "$WORK/cmd.out" "$WORK/cmd.err" "$WORK/time.txt" >&2 2>/dev/null || true
+        exit 1
+    fi
+    read -r -a TIMED < <(tail -n 1 "$WORK/time.txt")
 }

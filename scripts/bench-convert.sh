@@ -138,18 +138,34 @@ os.remove(store)
 PY
 
 # --- cases -------------------------------------------------------------------------------------------------------
-# Each case: id|label|compression|peer id|output file|command (eval'd in the run folder's context: $SRC_RUN is the
-# fresh copy of the store, $RUN the run folder, $OUT the output file)
-cases=(
-    "ours|docconvert convert|deflate 2 (ISA-L)|shell-6|out.mdz|\"\$DOCCONVERT\" convert \"\$SRC_RUN\" --output \"\$OUT\" --legacy keep"
-    "ours-d6|docconvert convert --level 6|deflate 6 (zlib)|shell-6|out.mdz|\"\$DOCCONVERT\" convert \"\$SRC_RUN\" --output \"\$OUT\" --legacy keep --level 6"
-    "ours-store|docconvert convert --compression store|store|shell-0|out.mdz|\"\$DOCCONVERT\" convert \"\$SRC_RUN\" --output \"\$OUT\" --legacy keep --compression store"
-    "shell-6|peer A: sqlite3 .backup + zip -6|deflate 6||out.zip|bash -c 'sqlite3 \"\$1\" \".backup \\\"\$2/backup.sqlite\\\"\" && zip -q -6 -j \"\$3\" \"\$2/backup.sqlite\" && rm \"\$2/backup.sqlite\"' _ \"\$SRC_RUN\" \"\$RUN\" \"\$OUT\""
-    "shell-0|peer A: sqlite3 .backup + zip -0|store||out.zip|bash -c 'sqlite3 \"\$1\" \".backup \\\"\$2/backup.sqlite\\\"\" && zip -q -0 -j \"\$3\" \"\$2/backup.sqlite\" && rm \"\$2/backup.sqlite\"' _ \"\$SRC_RUN\" \"\$RUN\" \"\$OUT\""
-    "python-6|peer B: python3 backup + zipfile + fsync + rename|deflate 6|shell-6|out.zip|python3 \"\$WORK/by-hand.py\" \"\$SRC_RUN\" \"\$OUT\" 6"
-    "python-0|peer B: python3 backup + zipfile + fsync + rename|store|shell-0|out.zip|python3 \"\$WORK/by-hand.py\" \"\$SRC_RUN\" \"\$OUT\" 0"
-    "backup|floor: sqlite3 .backup alone|none|shell-0|out.sqlite|sqlite3 \"\$SRC_RUN\" \".backup \\\"\$OUT\\\"\""
-)
+# Each case: its row (add_case ID LABEL COMPRESSION PEER OUTPUT-FILE) and its command, the function case_ID
+# (scripts/bench-common.sh), run in the run folder's context: $SRC_RUN is the fresh copy of the store, $RUN the run
+# folder, $OUT the output file.
+cases=()
+declare -A LABEL COMPRESSION PEER OUTPUT
+add_case() { cases+=("$1"); LABEL[$1]=$2; COMPRESSION[$1]=$3; PEER[$1]=$4; OUTPUT[$1]=$5; }
+# Peer A, zip at level $1: consolidate with sqlite3's .backup into the run folder, zip the copy, remove it.
+shell_zip() {
+    timed bash -c 'sqlite3 "$1" ".backup \"$2/backup.sqlite\"" && zip -q -"$4" -j "$3" "$2/backup.sqlite" && rm "$2/backup.sqlite"' \
+        _ "$SRC_RUN" "$RUN" "$OUT" "$1"
+}
+add_case ours "docconvert convert" "deflate 2 (ISA-L)" shell-6 out.mdz
+case_ours() { timed "$DOCCONVERT" convert "$SRC_RUN" --output "$OUT" --legacy keep; }
+add_case ours-d6 "docconvert convert --level 6" "deflate 6 (zlib)" shell-6 out.mdz
+case_ours-d6() { timed "$DOCCONVERT" convert "$SRC_RUN" --output "$OUT" --legacy keep --level 6; }
+add_case ours-store "docconvert convert --compression store" store shell-0 out.mdz
+case_ours-store() { timed "$DOCCONVERT" convert "$SRC_RUN" --output "$OUT" --legacy keep --compression store; }
+add_case shell-6 "peer A: sqlite3 .backup + zip -6" "deflate 6" "" out.zip
+case_shell-6() { shell_zip 6; }
+add_case shell-0 "peer A: sqlite3 .backup + zip -0" store "" out.zip
+case_shell-0() { shell_zip 0; }
+add_case python-6 "peer B: python3 backup + zipfile + fsync + rename" "deflate 6" shell-6 out.zip
+case_python-6() { timed python3 "$WORK/by-hand.py" "$SRC_RUN" "$OUT" 6; }
+add_case python-0 "peer B: python3 backup + zipfile + fsync + rename" store shell-0 out.zip
+case_python-0() { timed python3 "$WORK/by-hand.py" "$SRC_RUN" "$OUT" 0; }
+add_case backup "floor: sqlite3 .backup alone" none shell-0 out.sqlite
+case_backup() { timed sqlite3 "$SRC_RUN" ".backup \"$OUT\""; }
+TIME_FORMAT='%e %M %U %S'
 
 RESULTS="$WORK/results.tsv"
 : >"$RESULTS"
@@ -180,24 +196,15 @@ check_output() {
     rm -f "$store"
 }
 
-# run_case SPEC ROUND: one timed run on a fresh copy.
-run_case() {
-    local spec=$1 round=$2
-    local id label compression peer output cmd
-    IFS='|' read -r id label compression peer output cmd <<<"$spec"
+# run ID ROUND: one timed run on a fresh copy.
+run() {
+    local id=$1 round=$2
     RUN="$WORK/run"
     SRC_RUN="$RUN/$NAME"
-    OUT="$RUN/$output"
+    OUT="$RUN/${OUTPUT[$id]}"
     fresh_copy "$RUN"
-    drop_caches
-    local timing="$WORK/time.txt"
-    if ! eval "/usr/bin/time -f '%e %M %U %S' -o \"\$timing\" $cmd" >"$WORK/cmd.log" 2>&1; then
-        echo "FAILED: $id, round $round:" >&2
-        cat "$WORK/cmd.log" "$timing" >&2 2>/dev/null || true
-        exit 1
-    fi
-    local seconds kib user system
-    read -r seconds kib user system < <(tail -n 1 "$timing")
+    run_case "$id" "$round" "$id"
+    local seconds=${TIMED[0]} kib=${TIMED[1]} user=${TIMED[2]} system=${TIMED[3]}
     TIMES[$id]+="${TIMES[$id]:+,}$seconds"
     RSS[$id]+="${RSS[$id]:+,}$kib"
     CPU[$id]+="${CPU[$id]:+,}$(awk -v u="$user" -v s="$system" 'BEGIN { printf "%.2f", u + s }')"
@@ -217,11 +224,10 @@ run_case() {
 
 log "source: $STORE_BYTES + $WAL_BYTES bytes (store + -wal); ${#cases[@]} cases x $RUNS runs (page cache dropped before each run: $([[ $DROP == 1 ]] && echo yes || echo no))"
 for ((round = 1; round <= RUNS; round++)); do
-    for spec in "${cases[@]}"; do run_case "$spec" "$round"; done
+    for id in "${cases[@]}"; do run "$id" "$round"; done
 done
-for spec in "${cases[@]}"; do
-    IFS='|' read -r id label compression peer _ _ <<<"$spec"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$label" "$compression" "$peer" "${TIMES[$id]}" "${RSS[$id]}" \
+for id in "${cases[@]}"; do
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "${LABEL[$id]}" "${COMPRESSION[$id]}" "${PEER[$id]}" "${TIMES[$id]}" "${RSS[$id]}" \
         "${CPU[$id]}" "${SIZE[$id]}" "${UNCHANGED[$id]}" >>"$RESULTS"
 done
 

@@ -84,27 +84,54 @@ CONTENT_BYTES=$(du -sb "$SRC" | cut -f1)
 log "bundle: $BUNDLE_BYTES bytes; store: $STORE_BYTES bytes; made in ${gen_seconds}s"
 
 # --- cases -------------------------------------------------------------------------------------------------------
-# Each case: id|tool|operation|peer id|in-process tag|working folder|prepare (eval'd)|command (eval'd)
-# The in-process tag is the first field of the line the benchmark prints ("" for the peers). Commands run in their
-# working folder; the preparation runs before the page cache is dropped and is not timed.
-cases=(
-    "ours-open|ours (Document.open, writable)|open: extract a working copy|unzip|open|$WORK|rm -rf \"\$WORK/wc-open\"|\"\$BIN\" open \"\$BUNDLE\" \"\$WORK/wc-open\""
-    "ours-meta|ours (Document.metadata(at:))|read-only metadata, no extraction|unzip|metadata|$WORK|:|\"\$BIN\" metadata \"\$BUNDLE\" $META_CALLS"
-    "ours-save|ours (Document.save, incremental)|save after a one-row change|durable-copy|save|$WORK|rm -rf \"\$WORK/wc-save\" && cp \"\$BUNDLE\" \"\$WORK/save.mdz\"|\"\$BIN\" save \"\$WORK/save.mdz\" \"\$WORK/wc-save\" $SAVE_FLAG"
-    "ours-save-full|ours (Document.save, full: savesIncrementally off)|save after a one-row change|zip-1|save|$WORK|rm -rf \"\$WORK/wc-save\" && cp \"\$BUNDLE\" \"\$WORK/save.mdz\"|\"\$BIN\" save \"\$WORK/save.mdz\" \"\$WORK/wc-save\" $SAVE_FLAG --full"
-    "durable-copy|cp + sync (a durable copy of the bundle: the floor)|copy the bundle, fsync|||$WORK|rm -f \"\$WORK/copy.mdz\"|bash \"\$WORK/durable-copy.sh\""
-    "sqlite3-commit|sqlite3 (the loose store: SQLite's own commit)|commit a one-row change|||$WORK|cp \"\$SRC/StoreContent/persistentStore\" \"\$WORK/loose.sqlite\"|sqlite3 \"\$WORK/loose.sqlite\" \"\$CHANGE\""
-    "unzip|unzip -q -o|extract the bundle|||$WORK|rm -rf \"\$WORK/x-unzip\" && mkdir -p \"\$WORK/x-unzip\"|unzip -q -o \"\$BUNDLE\" -d \"\$WORK/x-unzip\""
-    "zip-1|zip -1 -q -r|pack the extracted content, deflate 1|||$SRC|rm -f \"\$WORK/zip-1.zip\"|zip -1 -q -r \"\$WORK/zip-1.zip\" ."
-    # Read-only access (FORMAT.md 11.4): open and one point query; a full scan. The floor is sqlite3 on the loose store.
-    "ours-q-vfs|ours (BundleStore: read in place)|read-only open + point query|sqlite3-q|query|$WORK|:|\"\$BIN\" query \"\$BUNDLE\" \"\$POINT\""
-    "ours-q-doc|ours (Document.open read-only: in place)|read-only open + point query|sqlite3-q|query-document|$WORK|rm -rf \"\$WORK/wc-q\"|\"\$BIN\" query-document \"\$BUNDLE\" \"\$WORK/wc-q\" \"\$POINT\""
-    "ours-q-ext|ours (extract, then open: the read-only path before)|read-only open + point query|sqlite3-q|query-extract|$WORK|rm -rf \"\$WORK/wc-x\" && mkdir -p \"\$WORK/wc-x\"|\"\$BIN\" query-extract \"\$BUNDLE\" \"\$WORK/wc-x\" \"\$POINT\""
-    "unzip-q|unzip + sqlite3 -readonly|extract the store + point query|sqlite3-q||$WORK|rm -rf \"\$WORK/x-q\"|bash \"\$WORK/unzip-query.sh\""
-    "sqlite3-q|sqlite3 -readonly (the loose store: the floor)|open + point query|||$WORK|:|sqlite3 -readonly \"\$SRC/StoreContent/persistentStore\" \"\$POINT\""
-    "ours-scan|ours (BundleStore: read in place)|full scan|sqlite3-scan|query|$WORK|:|\"\$BIN\" query \"\$BUNDLE\" \"\$SCAN\""
-    "sqlite3-scan|sqlite3 -readonly (the loose store)|full scan|||$WORK|:|sqlite3 -readonly \"\$SRC/StoreContent/persistentStore\" \"\$SCAN\""
-)
+# Each case: its row (add_case ID TOOL OPERATION PEER IN-PROCESS-TAG FOLDER), its preparation, the function
+# prepare_ID (when it has one), and its command, the function case_ID (scripts/bench-common.sh). The in-process tag is
+# the first field of the line the benchmark prints ("" for the peers). Commands run in their folder; the preparation
+# runs before the page cache is dropped and is not timed.
+cases=()
+declare -A TOOL OP PEER TAG FOLDER
+add_case() { cases+=("$1"); TOOL[$1]=$2; OP[$1]=$3; PEER[$1]=$4; TAG[$1]=$5; FOLDER[$1]=$6; }
+add_case ours-open "ours (Document.open, writable)" "open: extract a working copy" unzip open "$WORK"
+prepare_ours-open() { rm -rf "$WORK/wc-open"; }
+case_ours-open() { timed "$BIN" open "$BUNDLE" "$WORK/wc-open"; }
+add_case ours-meta "ours (Document.metadata(at:))" "read-only metadata, no extraction" unzip metadata "$WORK"
+case_ours-meta() { timed "$BIN" metadata "$BUNDLE" "$META_CALLS"; }
+add_case ours-save "ours (Document.save, incremental)" "save after a one-row change" durable-copy save "$WORK"
+prepare_ours-save() { rm -rf "$WORK/wc-save" && cp "$BUNDLE" "$WORK/save.mdz"; }
+case_ours-save() { timed "$BIN" save "$WORK/save.mdz" "$WORK/wc-save" ${SAVE_FLAG:+"$SAVE_FLAG"}; }
+add_case ours-save-full "ours (Document.save, full: savesIncrementally off)" "save after a one-row change" zip-1 save "$WORK"
+prepare_ours-save-full() { prepare_ours-save; }
+case_ours-save-full() { timed "$BIN" save "$WORK/save.mdz" "$WORK/wc-save" ${SAVE_FLAG:+"$SAVE_FLAG"} --full; }
+add_case durable-copy "cp + sync (a durable copy of the bundle: the floor)" "copy the bundle, fsync" "" "" "$WORK"
+prepare_durable-copy() { rm -f "$WORK/copy.mdz"; }
+case_durable-copy() { timed bash "$WORK/durable-copy.sh"; }
+add_case sqlite3-commit "sqlite3 (the loose store: SQLite's own commit)" "commit a one-row change" "" "" "$WORK"
+prepare_sqlite3-commit() { cp "$SRC/StoreContent/persistentStore" "$WORK/loose.sqlite"; }
+case_sqlite3-commit() { timed sqlite3 "$WORK/loose.sqlite" "$CHANGE"; }
+add_case unzip "unzip -q -o" "extract the bundle" "" "" "$WORK"
+prepare_unzip() { rm -rf "$WORK/x-unzip" && mkdir -p "$WORK/x-unzip"; }
+case_unzip() { timed unzip -q -o "$BUNDLE" -d "$WORK/x-unzip"; }
+add_case zip-1 "zip -1 -q -r" "pack the extracted content, deflate 1" "" "" "$SRC"
+prepare_zip-1() { rm -f "$WORK/zip-1.zip"; }
+case_zip-1() { timed zip -1 -q -r "$WORK/zip-1.zip" .; }
+# Read-only access (FORMAT.md 11.4): open and one point query; a full scan. The floor is sqlite3 on the loose store.
+add_case ours-q-vfs "ours (BundleStore: read in place)" "read-only open + point query" sqlite3-q query "$WORK"
+case_ours-q-vfs() { timed "$BIN" query "$BUNDLE" "$POINT"; }
+add_case ours-q-doc "ours (Document.open read-only: in place)" "read-only open + point query" sqlite3-q query-document "$WORK"
+prepare_ours-q-doc() { rm -rf "$WORK/wc-q"; }
+case_ours-q-doc() { timed "$BIN" query-document "$BUNDLE" "$WORK/wc-q" "$POINT"; }
+add_case ours-q-ext "ours (extract, then open: the read-only path before)" "read-only open + point query" sqlite3-q query-extract "$WORK"
+prepare_ours-q-ext() { rm -rf "$WORK/wc-x" && mkdir -p "$WORK/wc-x"; }
+case_ours-q-ext() { timed "$BIN" query-extract "$BUNDLE" "$WORK/wc-x" "$POINT"; }
+add_case unzip-q "unzip + sqlite3 -readonly" "extract the store + point query" sqlite3-q "" "$WORK"
+prepare_unzip-q() { rm -rf "$WORK/x-q"; }
+case_unzip-q() { timed bash "$WORK/unzip-query.sh"; }
+add_case sqlite3-q "sqlite3 -readonly (the loose store: the floor)" "open + point query" "" "" "$WORK"
+case_sqlite3-q() { timed sqlite3 -readonly "$SRC/StoreContent/persistentStore" "$POINT"; }
+add_case ours-scan "ours (BundleStore: read in place)" "full scan" sqlite3-scan query "$WORK"
+case_ours-scan() { timed "$BIN" query "$BUNDLE" "$SCAN"; }
+add_case sqlite3-scan "sqlite3 -readonly (the loose store)" "full scan" "" "" "$WORK"
+case_sqlite3-scan() { timed sqlite3 -readonly "$SRC/StoreContent/persistentStore" "$SCAN"; }
 MID=$(sqlite3 -readonly "$SRC/StoreContent/persistentStore" "SELECT max(id) / 2 FROM item")
 POINT="SELECT length(data) + length(body) FROM item WHERE id = $MID"
 SCAN="SELECT sum(length(data)) + sum(length(body)) FROM item"
@@ -124,21 +151,13 @@ RAW="$WORK/raw.txt"
 : >"$RAW"
 declare -A WALL RSS INPROC
 
-# run_case CASE ROUND: one timed run.
-run_case() {
-    local spec=$1 round=$2
-    local id tool op peer tag cwd prepare cmd
-    IFS='|' read -r id tool op peer tag cwd prepare cmd <<<"$spec"
-    eval "$prepare"
-    drop_caches
-    local timing="$WORK/time.txt"
-    if ! (cd "$cwd" && eval "/usr/bin/time -f '%e %M' -o \"\$timing\" $cmd") >"$WORK/cmd.out" 2>"$WORK/cmd.err"; then
-        echo "FAILED: $tool ($op), round $round:" >&2
-        cat "$WORK/cmd.out" "$WORK/cmd.err" "$timing" >&2 2>/dev/null || true
-        exit 1
-    fi
-    local seconds kib inproc=""
-    read -r seconds kib < <(tail -n 1 "$timing")
+# run ID ROUND: one timed run, after the case's preparation.
+run() {
+    local id=$1 round=$2
+    local tool=${TOOL[$id]} op=${OP[$id]} tag=${TAG[$id]}
+    if declare -F "prepare_$id" >/dev/null; then "prepare_$id"; fi
+    run_case "$id" "$round" "$tool ($op)" "${FOLDER[$id]}"
+    local seconds=${TIMED[0]} kib=${TIMED[1]} inproc=""
     WALL[$id]+="${WALL[$id]:+,}$seconds"
     RSS[$id]+="${RSS[$id]:+,}$kib"
     if [[ -n $tag ]]; then
@@ -155,11 +174,10 @@ run_case() {
 
 log "${#cases[@]} cases x $RUNS runs (page cache dropped before each run: $([[ $DROP == 1 ]] && echo yes || echo no))"
 for ((round = 1; round <= RUNS; round++)); do
-    for spec in "${cases[@]}"; do run_case "$spec" "$round"; done
+    for id in "${cases[@]}"; do run "$id" "$round"; done
 done
-for spec in "${cases[@]}"; do
-    IFS='|' read -r id tool op peer tag _ <<<"$spec"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$tool" "$op" "$peer" "${WALL[$id]}" "${RSS[$id]}" "${INPROC[$id]:-}" >>"$RESULTS"
+for id in "${cases[@]}"; do
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "${TOOL[$id]}" "${OP[$id]}" "${PEER[$id]}" "${WALL[$id]}" "${RSS[$id]}" "${INPROC[$id]:-}" >>"$RESULTS"
 done
 
 # Sanity: unzip extracted the same content, and the last saved bundle is a sound zip with the change in it.

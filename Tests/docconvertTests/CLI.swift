@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import SystemPackage
 
@@ -37,8 +38,17 @@ enum CLI {
         process.standardOutput = out
         process.standardError = err
         try process.run()
+        // Both pipes drained at once: read one to its end before the other and a command that fills the other's pipe
+        // (64 KiB on Linux) waits forever for room.
+        let group = DispatchGroup()
+        nonisolated(unsafe) var stderr = Data()
+        group.enter()
+        DispatchQueue.global().async {
+            stderr = err.fileHandleForReading.readDataToEndOfFile()
+            group.leave()
+        }
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
     }

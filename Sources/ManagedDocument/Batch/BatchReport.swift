@@ -125,6 +125,13 @@ public struct BatchReport: Codable, Sendable, Equatable {
         merged(into: previous, as: thisAttempt)
     }
 
+    /// The runs this report records: its ``attempts``, or, for a report of format 1 (which had none), the one run
+    /// its own fields describe.
+    var recordedAttempts: [Attempt] {
+        attempts ?? [Attempt(startedAt: startedAt, finishedAt: finishedAt ?? startedAt, host: "", processID: 0, job: nil,
+                             jobs: jobs, generator: generator, summary: summary)]
+    }
+
     /// This process's run of the report, as an attempt.
     var thisAttempt: Attempt {
         Attempt(startedAt: startedAt, finishedAt: finishedAt ?? Date(), host: Self.hostName, processID: getpid(),
@@ -140,9 +147,7 @@ public struct BatchReport: Codable, Sendable, Equatable {
         if let previous {
             result.startedAt = min(previous.startedAt, startedAt)
             for item in previous.items { bySource[item.source] = item }
-            earlier = previous.attempts ?? [Attempt(
-                startedAt: previous.startedAt, finishedAt: previous.finishedAt ?? previous.startedAt, host: "",
-                processID: 0, job: nil, jobs: previous.jobs, generator: previous.generator, summary: previous.summary)]
+            earlier = previous.recordedAttempts
         }
         for item in items {
             if let old = bySource[item.source], old.outcome == .converted, item.outcome != .converted { continue }

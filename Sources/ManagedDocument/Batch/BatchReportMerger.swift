@@ -186,8 +186,8 @@ public struct BatchReportMerger: Sendable {
 
     private static func report(_ path: FilePath, _ header: BatchReport) -> Report {
         Report(file: path.lastComponent?.string ?? path.string, shard: header.shard.description,
-               origin: header.shard.origin, attempts: header.attempts?.count ?? 1,
-               killedAttempts: header.attempts?.filter { $0.killed == true }.count ?? 0,
+               origin: header.shard.origin, attempts: header.recordedAttempts.count,
+               killedAttempts: header.recordedAttempts.filter { $0.killed == true }.count,
                finishedAt: header.finishedAt, interrupted: header.summary.interrupted)
     }
 

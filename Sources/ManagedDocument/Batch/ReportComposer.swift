@@ -18,9 +18,7 @@ enum ReportComposer {
         var earlier: [BatchReport.Attempt] = []
         if let previous = previous?.header {
             header.startedAt = min(previous.startedAt, run.startedAt)
-            earlier = previous.attempts ?? [BatchReport.Attempt(
-                startedAt: previous.startedAt, finishedAt: previous.finishedAt ?? previous.startedAt, host: "",
-                processID: 0, job: nil, jobs: previous.jobs, generator: previous.generator, summary: previous.summary)]
+            earlier = previous.recordedAttempts
         }
         header.attempts = earlier + [attempt]
         let file = try AtomicFile(target: path, replacing: true, removingStale: false)

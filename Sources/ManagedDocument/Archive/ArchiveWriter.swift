@@ -3,8 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import CArchive
-import Crypto
+import CArchive  // sync_file_range(2), declared by its shim
 import SystemPackage
 
 /// What the writer learned about an entry while writing it.
@@ -16,24 +15,33 @@ struct EntryDigest: Equatable, Sendable {
     var restarts: DeflateRestarts? = nil
 }
 
-/// Streams a zip archive through libarchive whose first entry is a bare `mimetype` entry.
+/// Streams a zip archive whose first entry is a bare `mimetype` entry, writing every header itself.
 ///
-/// Debian's libarchive 3.6.2 writes an extra field and a data descriptor for every entry, so the writer lays down
-/// the `mimetype` entry's 30 + 8 + n bytes itself (content at byte 38), hands libarchive the rest of the file as a
-/// stream starting after them, and at the end rewrites the central directory libarchive produced: the `mimetype`
-/// record first, every local-header offset moved by the prefix, end records (zip64 when needed) computed anew.
+/// Every byte of the file comes from the encoders in `ZipDirectory.swift` (local headers, data descriptors, central
+/// records, end records) and from ``ParallelDeflater`` (deflated data), so the layout of a bundle does not depend on
+/// any library's release: the `mimetype` entry at byte 0 with no extra field and no data descriptor, then each entry
+/// as a local header (flag bit 3, the extended-timestamp field, a zip64 field where a size may need 64 bits), its
+/// data and a data descriptor, then the central directory (the `mimetype` record first) and the end records (zip64
+/// when needed). libarchive stays the reader: every bundle is re-read through it before it takes its name.
 ///
-/// Not `Sendable`: a libarchive handle belongs to one task.
+/// Not `Sendable`: one writer belongs to one task.
 final class ArchiveWriter {
     /// The name of the bare first entry that holds the media type (the convention of ODF and EPUB containers).
     static let mimetypeEntryName = "mimetype"
 
-    private let handle: OpaquePointer  // struct archive *
-    private let sink: Sink
+    /// Entries at least this large are deflated on several threads when the writer has compression threads (smaller
+    /// ones are deflated by ``ParallelDeflater`` on the calling thread).
+    static let parallelDeflateThreshold: Int64 = 1 << 20
+
+    private let sink: ArchiveSink
     private let path: FilePath
-    private var entryNames: [String] = []
+    private let deflateLevel: Int
+    private let forcesZIP64: Bool
+    private let compressionThreads: Int
     private let modificationTime: Int64
-    private let mimetypeRecord: ZipCentralRecord
+    private let dosTime: (time: UInt16, date: UInt16)
+    /// The central directory's records, in the order their entries were written.
+    private var records: [ZipCentralRecord] = []
     private var isFinished = false
 
     /// - Parameters:
@@ -45,80 +53,38 @@ final class ArchiveWriter {
     ///   - forcesZIP64: write zip64 fields and end records even when no size needs them (for tests and for
     ///     readers that want to check their zip64 support).
     ///   - compressionThreads: threads that deflate one large entry at once (``ParallelDeflater``); 0 deflates on the
-    ///     calling thread: ISA-L's levels (1-3) in restartable slices, zlib's (4-9) by libarchive in one plain stream.
+    ///     calling thread.
     init(descriptor: FileDescriptor, path: FilePath, mediaType: String, deflateLevel: Int,
          modificationTime: Int64, forcesZIP64: Bool = false, compressionThreads: Int = 0) throws {
         precondition((0...9).contains(deflateLevel), "deflate level must be 0...9")
-        self.compressionThreads = max(0, compressionThreads)
-        guard let handle = archive_write_new() else { throw ArchiveFailure.outOfMemory }
-        self.handle = handle  // from here on deinit frees it, even if init throws
         self.path = path
-        self.modificationTime = modificationTime
         self.deflateLevel = deflateLevel
         self.forcesZIP64 = forcesZIP64
-        self.sink = Sink(descriptor: descriptor, path: path)
+        self.compressionThreads = max(0, compressionThreads)
+        self.modificationTime = modificationTime
+        self.dosTime = dosDateTime(secondsSince1970: modificationTime)
+        self.sink = ArchiveSink(descriptor: descriptor, path: path)
 
         let name = Array(Self.mimetypeEntryName.utf8)
         let content = Array(mediaType.utf8)
         var crc = CRC32()
         crc.update(content)
-        let dos = dosDateTime(secondsSince1970: modificationTime)
-        let prefix = ZipLocalHeader.encodeStored(
-            name: name, content: content, crc32: crc.value, time: dos.time, date: dos.date)
         var record = ZipCentralRecord()
         record.versionNeeded = 10
-        record.modificationTime = dos.time
-        record.modificationDate = dos.date
+        record.modificationTime = dosTime.time
+        record.modificationDate = dosTime.date
         record.crc32 = crc.value
         record.compressedSize = UInt64(content.count)
         record.uncompressedSize = UInt64(content.count)
-        record.externalAttributes = UInt32(0o100644) << 16
+        record.externalAttributes = Self.regularFileAttributes
         record.name = name
-        self.mimetypeRecord = record
-        sink.prefixLength = UInt64(prefix.count)
-        try sink.write(prefix)
-
-        try check(archive_write_set_format_zip(handle), "select the zip format")
-        // > archive_write_set_bytes_per_block(0): "the archive is written unbuffered", so every byte written
-        // > before archive_write_close() reaches the callback before the central directory does.
-        try check(archive_write_set_bytes_per_block(handle, 0), "disable output blocking")
-        if deflateLevel > 0 {
-            try check(archive_write_set_format_option(handle, "zip", "compression-level", "\(deflateLevel)"),
-                      "set the deflate level")
-        } else {
-            try check(archive_write_set_format_option(handle, "zip", "compression", "store"), "select storing")
-        }
-        if forcesZIP64 {
-            try check(archive_write_set_format_option(handle, "zip", "zip64", "1"), "force zip64")
-        }
-        let client = Unmanaged.passUnretained(sink).toOpaque()
-        try check(archive_write_open2(handle, client, nil, { _, client, buffer, length in
-            guard let client, let buffer else { return -1 }
-            let sink = Unmanaged<Sink>.fromOpaque(client).takeUnretainedValue()
-            do {
-                try sink.write(UnsafeRawBufferPointer(start: buffer, count: length))
-                return la_ssize_t(length)
-            } catch {
-                sink.failure = error
-                return -1
-            }
-        }, nil, nil), "open the archive for writing")
+        records.append(record)
+        try sink.write(ZipLocalHeader.encodeStored(name: name, content: content, crc32: crc.value,
+                                                   time: dosTime.time, date: dosTime.date))
     }
 
-    private let deflateLevel: Int
-    private let forcesZIP64: Bool
-    private let compressionThreads: Int
-    /// Entries deflated by ``ParallelDeflater``, by their index among libarchive's entries: libarchive wrote their
-    /// headers as those of stored entries and never saw their data, which went to the file beside it; their central
-    /// records get the method, CRC-32 and sizes of the deflated entry they really are, and every later entry's
-    /// local header offset moves by the bytes libarchive did not see.
-    private var deflatedOutside: [Int: (crc32: UInt32, size: UInt64, compressedSize: UInt64)] = [:]
-
-    /// Entries at least this large are deflated by ``ParallelDeflater`` on several threads when the writer has
-    /// compression threads (smaller ones at ISA-L's levels 1-3 are deflated by it too, on the calling thread).
-    static let parallelDeflateThreshold: Int64 = 1 << 20
-
-    deinit { archive_write_free(handle) }
+    /// A regular file, `rw-r--r--`, in the high half of the external attributes (FORMAT.md 7).
+    private static let regularFileAttributes = UInt32(0o100644) << 16
 
     /// Adds an entry, pulling its bytes from `read` until it returns 0, hashing them on the way.
     ///
@@ -134,104 +100,79 @@ final class ArchiveWriter {
     func addEntry(named name: String, size: Int64, compressed: Bool, reuse: ParallelDeflater.Reuse? = nil,
                   read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> EntryDigest {
         precondition(!isFinished, "entry added after finish()")
-        if let reuse {
-            precondition(compressed && deflateLevel > 0, "only a deflated entry reuses segments")
-            return try addDeflatedEntry(named: name, size: size, workers: compressionThreads, reuse: reuse, read: read)
-        }
-        if compressed && deflateLevel > 0 {
-            let isLarge = size >= Self.parallelDeflateThreshold
-            if isLarge && compressionThreads > 0 {
-                return try addDeflatedEntry(named: name, size: size, workers: compressionThreads, read: read)
-            }
-            if DeflateEngine.isFast(deflateLevel) {  // libarchive deflates with zlib only
-                return try addDeflatedEntry(named: name, size: size, workers: 0, read: read)
-            }
-        }
-        let entry = try makeEntry(named: name, size: size)
-        defer { archive_entry_free(entry) }
-        if compressed && deflateLevel > 0 {
-            try check(archive_write_zip_set_compression_deflate(handle), "select deflate for \(name)")
+        precondition(size >= 0, "an entry's size is never negative")
+        let deflates = compressed && deflateLevel > 0
+        precondition(reuse == nil || deflates, "only a deflated entry reuses segments")
+        // > Sizes take 64 bits in the local header and the descriptor when the entry (or, deflated, its compressed
+        // > bound) may reach 0xFFFFFFFF: the descriptor's width must be known before the data is written.
+        let bound = deflates ? ParallelDeflater.compressedBound(forSize: size) : size
+        let entry = ZipStreamedEntry(
+            name: Array(name.utf8), method: deflates ? 8 : 0, size: UInt64(size), time: dosTime.time,
+            date: dosTime.date, unixTime: modificationTime,
+            isZIP64: forcesZIP64 || UInt64(bound) >= ZipStreamedEntry.classicLimit)
+        let offset = sink.physicalOffset
+        try sink.write(entry.localHeader())
+        let written: (crc32: UInt32, compressedSize: UInt64, digest: EntryDigest)
+        if deflates {
+            written = try writeDeflated(named: name, size: size, bound: bound, reuse: reuse, read: read)
         } else {
-            try check(archive_write_zip_set_compression_store(handle), "select storing for \(name)")
+            let (crc, sha256) = try writeStored(named: name, size: size, read: read)
+            written = (crc, UInt64(size), EntryDigest(name: name, size: size, sha256: sha256))
         }
-        try check(archive_write_header(handle, entry), "write the header of \(name)")
+        try sink.write(entry.dataDescriptor(crc32: written.crc32, compressedSize: written.compressedSize))
+        var record = entry.centralRecord(crc32: written.crc32, compressedSize: written.compressedSize,
+                                         localHeaderOffset: offset)
+        record.externalAttributes = Self.regularFileAttributes
+        records.append(record)
+        return written.digest
+    }
 
-        let pipeline = ChunkPipeline.forStream(ofSize: size)  // SHA-256 on a second thread while libarchive compresses
+    /// Writes a stored entry's bytes as they come, its CRC-32 computed on this thread and its SHA-256 on a second
+    /// one (``ChunkPipeline``).
+    private func writeStored(named name: String, size: Int64, read: (UnsafeMutableRawBufferPointer) throws -> Int)
+    throws -> (crc32: UInt32, sha256: String) {
+        let pipeline = ChunkPipeline.forStream(ofSize: size)
+        var crc = CRC32()
         var written: Int64 = 0
         while true {
             let buffer = pipeline.acquire()
             let count = try read(buffer)
             if count == 0 { break }
-            guard written + Int64(count) <= size else {
+            guard Int64(count) <= size - written else {
                 throw DocumentError(.sizeMismatch, path: path, entry: name,
                                     reason: "the source grew while it was being packed; nothing was replaced")
             }
             let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
-            pipeline.submit(count)  // hashing reads the chunk while libarchive does too; nobody writes it
-            var offset = 0
-            while offset < count {
-                let result = archive_write_data(handle, chunk.baseAddress! + offset, count - offset)
-                if result <= 0 {
-                    if let failure = sink.failure { throw failure }
-                    throw wrap(ArchiveFailure(status: Int32(result), operation: "write the data of \(name)",
-                                              handle: handle))
-                }
-                offset += result
-            }
+            pipeline.submit(count)  // hashing reads the chunk while this thread checksums and writes it; nobody writes it
+            crc.update(chunk)
+            try sink.write(chunk)
             written += Int64(count)
         }
         guard written == size else {
             throw DocumentError(.sizeMismatch, path: path, entry: name,
                                 reason: "the source shrank while it was being packed; nothing was replaced")
         }
-        try check(archive_write_finish_entry(handle), "finish \(name)")
-        entryNames.append(name)
-        return EntryDigest(name: name, size: size, sha256: pipeline.finalize())
+        return (crc.value, pipeline.finalize())
     }
 
-    /// A regular file's libarchive entry; the caller frees it.
-    private func makeEntry(named name: String, size: Int64) throws -> OpaquePointer {
-        guard let entry = archive_entry_new() else { throw ArchiveFailure.outOfMemory }
-        archive_entry_set_pathname_utf8(entry, name)
-        archive_entry_set_filetype(entry, carchive_ae_ifreg())
-        archive_entry_set_perm(entry, 0o644)
-        // > Call archive_entry_set_size before archive_write_header: without it every entry becomes zip64.
-        archive_entry_set_size(entry, size)
-        archive_entry_set_mtime(entry, time_t(modificationTime), 0)
-        return entry
-    }
-
-    /// Adds a deflated entry whose bytes ``ParallelDeflater`` compresses: on `workers` threads, or on this one with 0.
-    ///
-    /// libarchive cannot take data that is already compressed, so it is told the entry is stored, with the
-    /// compressed bound as its size (so that it writes zip64 fields where the entry may need them), and is given
-    /// none of the data: the compressed bytes go to the file beside it (copied file to file where segments are
-    /// reused), so it neither copies nor checksums them again. Its local header and data descriptor are patched as
-    /// they pass through the sink, and its central record in ``finish()``: method 8, the CRC-32 and sizes of the
-    /// entry, sizes deferred to the descriptor exactly as libarchive writes its own deflated entries. The bundle is re-read and every entry inflated before
-    /// it takes its name (by zlib, segment by segment, where the stream has restart points; by ISA-L's inflater
-    /// otherwise), so a stream that does not inflate to these bytes never lands.
-    private func addDeflatedEntry(named name: String, size: Int64, workers: Int, reuse: ParallelDeflater.Reuse? = nil,
-                                  read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> EntryDigest {
-        let declared = ParallelDeflater.compressedBound(forSize: size)
-        let entry = try makeEntry(named: name, size: declared)
-        defer { archive_entry_free(entry) }
-        try check(archive_write_zip_set_compression_store(handle), "select storing for \(name)")
-        let header = try sink.capture { try check(archive_write_header(handle, entry), "write the header of \(name)") }
-        try sink.write(try Self.patchLocalHeader(header, size: UInt64(size), path: path, entry: name))
-
-        let deflater = try ParallelDeflater(level: deflateLevel, workers: workers,
+    /// Writes a deflated entry's stream, which ``ParallelDeflater`` compresses: on the writer's threads for a large
+    /// entry or one that reuses segments, on this one otherwise. Reused segments are copied file to file.
+    private func writeDeflated(named name: String, size: Int64, bound: Int64, reuse: ParallelDeflater.Reuse?,
+                               read: (UnsafeMutableRawBufferPointer) throws -> Int)
+    throws -> (crc32: UInt32, compressedSize: UInt64, digest: EntryDigest) {
+        let isLarge = size >= Self.parallelDeflateThreshold
+        let deflater = try ParallelDeflater(level: deflateLevel, workers: isLarge || reuse != nil ? compressionThreads : 0,
                                             restartInterval: ParallelDeflater.restartInterval(forSize: size), size: size)
         var written: Int64 = 0
+        func grow(by count: Int64) throws {
+            written += count
+            guard written <= bound else {
+                throw DocumentError(.ioFailure, path: path, entry: name,
+                                    reason: "the compressed data outgrew its bound; nothing was replaced")
+            }
+        }
         let result: ParallelDeflater.Result
         do {
-            func grow(by count: Int64) throws {
-                written += count
-                guard written <= declared else {
-                    throw DocumentError(.ioFailure, path: path, entry: name,
-                                        reason: "the compressed data outgrew its bound; nothing was replaced")
-                }
-            }
             result = try deflater.compress(size: size, read: read, write: { chunk in
                 try grow(by: Int64(chunk.count))
                 try sink.write(chunk)
@@ -240,91 +181,31 @@ final class ArchiveWriter {
                 try sink.copy(from: source, range: range, origin: origin)
             }, reuse: reuse)
         } catch let failure as ParallelDeflater.Failure {
-            switch failure {
-            case .sizeMismatch(let grew):
-                throw DocumentError(.sizeMismatch, path: path, entry: name,
-                                    reason: "the source \(grew ? "grew" : "shrank") while it was being packed; nothing was replaced")
-            case .compressor(let engine, let failure):
-                throw DocumentError(.ioFailure, path: path, entry: name,
-                                    reason: "\(engine) could not deflate the data (\(failure == .overflow ? "its output overflowed the bound" : "it refused")); nothing was replaced")
-            case .outOfMemory:
-                throw DocumentError(.ioFailure, path: path, entry: name,
-                                    reason: "there is not enough memory for a compressor; nothing was replaced")
-            }
+            throw error(for: failure, entry: name)
         }
-        let descriptor = try sink.capture { try check(archive_write_finish_entry(handle), "finish \(name)") }
-        try sink.write(try Self.patchDataDescriptor(descriptor, crc32: result.crc32, size: UInt64(size),
-                                                    compressedSize: UInt64(written), path: path, entry: name))
-        deflatedOutside[entryNames.count] = (result.crc32, UInt64(size), UInt64(written))
-        entryNames.append(name)
         // > Restarts are recorded where readers gain from them: entries that readers inflate on several cores.
         // > The index names the stream it describes (compressed size, CRC-32), so a reader can tell it from a repack.
         var restarts = result.restarts
-        restarts.compressedSize = Int64(written)
+        restarts.compressedSize = written
         restarts.crc32 = result.crc32
-        return EntryDigest(name: name, size: size, sha256: result.sha256,
-                           restarts: size >= Self.parallelDeflateThreshold || reuse != nil ? restarts : nil)
+        let digest = EntryDigest(name: name, size: size, sha256: result.sha256,
+                                 restarts: isLarge || reuse != nil ? restarts : nil)
+        return (result.crc32, UInt64(written), digest)
     }
 
-    /// libarchive's local header of a stored entry of the declared bound, made that of a deflated entry of `size`
-    /// bytes whose CRC-32 and compressed size follow in the data descriptor.
-    static func patchLocalHeader(_ bytes: [UInt8], size: UInt64, path: FilePath, entry: String) throws -> [UInt8] {
-        var header = bytes
-        func unexpected(_ what: String) -> DocumentError {
-            DocumentError(.ioFailure, path: path, entry: entry, reason: "libarchive wrote an unexpected local header: \(what)")
+    /// What a compressor's failure means to the caller, in plain words.
+    private func error(for failure: ParallelDeflater.Failure, entry name: String) -> DocumentError {
+        switch failure {
+        case .sizeMismatch(let grew):
+            return DocumentError(.sizeMismatch, path: path, entry: name,
+                                 reason: "the source \(grew ? "grew" : "shrank") while it was being packed; nothing was replaced")
+        case .compressor(let engine, let failure):
+            return DocumentError(.ioFailure, path: path, entry: name,
+                                 reason: "\(engine) could not deflate the data (\(failure == .overflow ? "its output overflowed the bound" : "it refused")); nothing was replaced")
+        case .outOfMemory:
+            return DocumentError(.ioFailure, path: path, entry: name,
+                                 reason: "there is not enough memory for a compressor; nothing was replaced")
         }
-        guard let fixed = ZipLocalHeader(header), fixed.method == 0, fixed.flags & 0x0008 != 0,
-              header.count == ZipLocalHeader.fixedSize + fixed.nameLength + fixed.extraLength else {
-            throw unexpected("not a stored entry with a data descriptor")
-        }
-        header.writeLE(max(header.readLE16(at: 4), 20), at: 4)  // version needed: 2.0, deflate (4.5 stays for zip64)
-        header.writeLE(UInt16(8), at: 8)  // method: deflate
-        header.writeLE(UInt32(0), at: 14)  // CRC-32: in the data descriptor
-        let wide = fixed.compressedSize == UInt32.max
-        if wide {
-            // Sizes in the zip64 extra field: uncompressed, then compressed.
-            var position = ZipLocalHeader.fixedSize + fixed.nameLength
-            let end = position + fixed.extraLength
-            var patched = false
-            while position + 4 <= end {
-                let id = header.readLE16(at: position), length = Int(header.readLE16(at: position + 2))
-                if id == 0x0001, length >= 16 {
-                    header.writeLE(size, at: position + 4)
-                    header.writeLE(UInt64(0), at: position + 12)
-                    patched = true
-                }
-                position += 4 + length
-            }
-            guard patched else { throw unexpected("zip64 sizes without a zip64 extra field") }
-        } else {
-            guard size < UInt64(UInt32.max) else { throw unexpected("no zip64 field for a large entry") }
-            header.writeLE(UInt32(0), at: 18)
-            header.writeLE(UInt32(size), at: 22)
-        }
-        return header
-    }
-
-    /// libarchive's data descriptor of an entry it saw no data of, given the CRC-32 and sizes of the entry.
-    static func patchDataDescriptor(_ bytes: [UInt8], crc32: UInt32, size: UInt64, compressedSize: UInt64,
-                                    path: FilePath, entry: String) throws -> [UInt8] {
-        var descriptor = bytes
-        switch descriptor.count {
-        case 16 where descriptor.readLE32(at: 0) == 0x0807_4b50 && descriptor.readLE32(at: 8) == 0:
-            guard size < UInt64(UInt32.max), compressedSize < UInt64(UInt32.max) else { break }
-            descriptor.writeLE(crc32, at: 4)
-            descriptor.writeLE(UInt32(compressedSize), at: 8)
-            descriptor.writeLE(UInt32(size), at: 12)
-            return descriptor
-        case 24 where descriptor.readLE32(at: 0) == 0x0807_4b50 && descriptor.readLE64(at: 8) == 0:
-            descriptor.writeLE(crc32, at: 4)
-            descriptor.writeLE(compressedSize, at: 8)
-            descriptor.writeLE(size, at: 16)
-            return descriptor
-        default:
-            break
-        }
-        throw DocumentError(.ioFailure, path: path, entry: entry,
-                            reason: "libarchive wrote an unexpected data descriptor (\(descriptor.count) bytes)")
     }
 
     /// Adds an entry from bytes in memory.
@@ -345,73 +226,34 @@ final class ArchiveWriter {
     func finish() throws {
         precondition(!isFinished, "finish() called twice")
         isFinished = true
-        sink.isCapturing = true
-        try check(archive_write_close(handle), "write the central directory")
-        sink.isCapturing = false
-        let prefix = sink.prefixLength
         let directoryOffset = sink.physicalOffset
-        let decoded: [ZipCentralRecord]
-        do {
-            decoded = try ZipCentralDirectory.decode(sink.captured, count: UInt64(entryNames.count)).records
-        } catch let failure as ZipStructureFailure {
-            throw DocumentError(.ioFailure, path: path,
-                                reason: "libarchive wrote an unexpected central directory: \(failure.message)")
-        }
-        var directory = mimetypeRecord.encoded()
-        var unseen: UInt64 = 0  // bytes written beside libarchive before the entry at hand
-        for (index, var record) in decoded.enumerated() {
-            record.localHeaderOffset += prefix + unseen
-            if let deflated = deflatedOutside[index] {
-                guard record.compressedSize == 0 else {
-                    throw DocumentError(.ioFailure, path: path,
-                                        reason: "libarchive recorded data it was not given for \(entryNames[index])")
-                }
-                record.method = 8
-                record.versionNeeded = max(record.versionNeeded, 20)
-                record.crc32 = deflated.crc32
-                record.uncompressedSize = deflated.size
-                record.compressedSize = deflated.compressedSize
-                unseen += deflated.compressedSize
-            }
-            directory += record.encoded(forcesZIP64: forcesZIP64)
+        var directory: [UInt8] = []
+        for (index, record) in records.enumerated() {
+            // > The `mimetype` record stays as bare as its local header (FORMAT.md 4).
+            directory += record.encoded(forcesZIP64: forcesZIP64 && index > 0)
         }
         try sink.write(directory)
-        try sink.write(ZipEndRecord.encode(entryCount: UInt64(decoded.count + 1),
-                                           directorySize: UInt64(directory.count),
+        try sink.write(ZipEndRecord.encode(entryCount: UInt64(records.count), directorySize: UInt64(directory.count),
                                            directoryOffset: directoryOffset, forcesZIP64: forcesZIP64))
         try sink.flush()
     }
-
-    private func check(_ status: Int32, _ operation: String) throws {
-        guard status != ARCHIVE_OK else { return }
-        if let failure = sink.failure { throw failure }
-        throw wrap(ArchiveFailure(status: status, operation: operation, handle: handle))
-    }
-
-    private func wrap(_ failure: ArchiveFailure) -> DocumentError {
-        DocumentError(.ioFailure, path: path, reason: "cannot write the archive", underlyingError: failure)
-    }
 }
 
-/// Where libarchive's bytes go: a 128 KiB buffer in front of the file, or, while the directory is written, memory.
+/// Where the writer's bytes go: a 128 KiB buffer in front of the file, and ranges copied file to file.
 ///
 /// Every ``writebackInterval`` bytes that reach the file, the kernel is asked to start writing them to disk
 /// (`sync_file_range`, without waiting), so that the fsync before the rename finds most of the bundle on disk
 /// already instead of writing all of it then.
-private final class Sink {
+private final class ArchiveSink {
     static let writebackInterval: Int64 = 8 << 20
 
     let descriptor: FileDescriptor
     let path: FilePath
-    var prefixLength: UInt64 = 0
     /// Bytes written to the file (or buffered for it) so far.
     private(set) var physicalOffset: UInt64 = 0
     /// Bytes that reached the file, and how many of them were handed to the kernel's writeback.
     private var fileOffset: Int64 = 0
     private var writebackOffset: Int64 = 0
-    var isCapturing = false
-    var captured: [UInt8] = []
-    var failure: (any Error)?
     private var buffer: [UInt8] = []
     private let bufferLimit = 128 << 10
 
@@ -426,13 +268,6 @@ private final class Sink {
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
-        if isCapturing {
-            captured.append(contentsOf: bytes)
-            guard captured.count <= 256 << 20 else {
-                throw DocumentError(.limitExceeded, path: path, reason: "the central directory is larger than 256 MiB")
-            }
-            return
-        }
         physicalOffset += UInt64(bytes.count)
         try copyPending()
         if buffer.count + bytes.count > bufferLimit { try flush() }
@@ -461,7 +296,6 @@ private final class Sink {
     /// Copies `range` of `source` to the file (`origin` names the source in errors). Ranges that follow each other in
     /// the same source are copied in one go, up to ``copyChunk`` bytes, before the next bytes written.
     func copy(from source: FileDescriptor, range: Range<Int64>, origin: FilePath) throws {
-        precondition(!isCapturing, "a copy while libarchive's bytes are held back")
         physicalOffset += UInt64(range.count)
         if let pending = pendingCopy, pending.source == source, pending.range.upperBound == range.lowerBound,
            pending.range.count < Self.copyChunk {
@@ -496,18 +330,6 @@ private final class Sink {
             }
             position += Int64(wanted)
         }
-    }
-
-    /// What libarchive writes during `body`, held back so the caller can patch it before it goes to the file.
-    func capture(_ body: () throws -> Void) throws -> [UInt8] {
-        precondition(!isCapturing, "nested capture")
-        isCapturing = true
-        defer {
-            isCapturing = false
-            captured.removeAll()
-        }
-        try body()
-        return captured
     }
 
     func flush() throws {

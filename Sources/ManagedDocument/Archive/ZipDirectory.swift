@@ -4,12 +4,11 @@ import Glibc
 import Darwin
 #endif
 
-// The zip central directory and end records (PKWARE APPNOTE 6.3.x, sections 4.3.12 to 4.3.16).
+// The zip records the writer encodes and the reader checks (PKWARE APPNOTE 6.3.x, sections 4.3.7 to 4.3.16).
 //
-// libarchive reads and writes entries; it does not expose where an entry's bytes lie, nor can Debian's 3.6.2 write
-// a first entry without an extra field. This file covers exactly those two gaps: the writer rewrites the directory
-// libarchive produced so that it starts with the `mimetype` entry the writer laid down itself, and the reader checks
-// the directory's structure (offsets, overlaps, sizes, flags) before libarchive inflates a single byte.
+// The writer lays down every byte of a bundle with these encoders (``ArchiveWriter``), so its layout depends on no
+// library's release. The reader checks the directory's structure (offsets, overlaps, sizes, flags) with the decoders
+// before libarchive, which does not expose where an entry's bytes lie, inflates a single byte.
 
 /// One central-directory file header, with zip64 values already resolved to 64 bits.
 struct ZipCentralRecord: Equatable {
@@ -340,6 +339,103 @@ struct ZipLocalHeader {
         out += name
         out += content
         return out
+    }
+}
+
+/// An entry after `mimetype` as the writer streams it (APPNOTE 4.3.7 to 4.3.9): a local header whose CRC-32 and
+/// compressed size follow the data in a data descriptor (flag bit 3), the data, the descriptor.
+///
+/// Every such entry carries the extended-timestamp field (0x5455, its modification time) in both headers. Where its
+/// sizes may need 64 bits (``isZIP64``) the local header has a zip64 field and the descriptor 8-byte sizes, which
+/// must be decided before the data is written; the central record takes zip64 values only where they are needed.
+struct ZipStreamedEntry {
+    /// A classic 32-bit size field holds values below this; 0xFFFFFFFF itself means "in the zip64 field".
+    static let classicLimit = UInt64(UInt32.max)
+    static let descriptorSignature: UInt32 = 0x0807_4b50
+
+    var name: [UInt8]
+    /// 0 stored, 8 deflated.
+    var method: UInt16
+    /// The uncompressed size, known before the data.
+    var size: UInt64
+    var time: UInt16
+    var date: UInt16
+    /// Seconds since 1970, for the extended-timestamp field (clamped to its signed 32 bits).
+    var unixTime: Int64
+    var isZIP64: Bool
+
+    /// Data descriptor, and UTF-8 names (bit 11) when the name is not ASCII, as python's zipfile marks them.
+    var flags: UInt16 { 0x0008 | (name.contains { $0 >= 0x80 } ? 0x0800 : 0) }
+    var versionNeeded: UInt16 { method == 8 ? 20 : 10 }
+
+    private var timestampField: ZipExtraField {
+        var data: [UInt8] = [0x01]  // modification time only
+        data.appendLE(Int32(clamping: unixTime))
+        return ZipExtraField(id: 0x5455, data: data)
+    }
+
+    /// The local header: CRC-32 0 and, deflated, compressed size 0 (both in the descriptor); the uncompressed size,
+    /// which is known, in its field (stored: in both size fields, as they are equal).
+    func localHeader() -> [UInt8] {
+        var extra: [UInt8] = []
+        if isZIP64 {
+            extra.appendLE(UInt16(0x0001))
+            extra.appendLE(UInt16(16))
+            extra.appendLE(size)
+            extra.appendLE(method == 0 ? size : 0)
+        }
+        let field = timestampField
+        extra.appendLE(field.id)
+        extra.appendLE(UInt16(field.data.count))
+        extra += field.data
+        var out: [UInt8] = []
+        out.reserveCapacity(ZipLocalHeader.fixedSize + name.count + extra.count)
+        out.appendLE(ZipLocalHeader.signature)
+        out.appendLE(isZIP64 ? 45 : versionNeeded)
+        out.appendLE(flags)
+        out.appendLE(method)
+        out.appendLE(time)
+        out.appendLE(date)
+        out.appendLE(UInt32(0))
+        out.appendLE(isZIP64 ? UInt32.max : method == 0 ? UInt32(size) : 0)
+        out.appendLE(isZIP64 ? UInt32.max : UInt32(size))
+        out.appendLE(UInt16(name.count))
+        out.appendLE(UInt16(extra.count))
+        out += name
+        out += extra
+        return out
+    }
+
+    /// The data descriptor, with its signature: 16 bytes, or 24 with 8-byte sizes for a zip64 entry.
+    func dataDescriptor(crc32: UInt32, compressedSize: UInt64) -> [UInt8] {
+        var out: [UInt8] = []
+        out.appendLE(Self.descriptorSignature)
+        out.appendLE(crc32)
+        if isZIP64 {
+            out.appendLE(compressedSize)
+            out.appendLE(size)
+        } else {
+            out.appendLE(UInt32(compressedSize))
+            out.appendLE(UInt32(size))
+        }
+        return out
+    }
+
+    /// The entry's central directory record (external attributes left to the caller).
+    func centralRecord(crc32: UInt32, compressedSize: UInt64, localHeaderOffset: UInt64) -> ZipCentralRecord {
+        var record = ZipCentralRecord()
+        record.versionNeeded = versionNeeded
+        record.flags = flags
+        record.method = method
+        record.modificationTime = time
+        record.modificationDate = date
+        record.crc32 = crc32
+        record.compressedSize = compressedSize
+        record.uncompressedSize = size
+        record.localHeaderOffset = localHeaderOffset
+        record.name = name
+        record.extraFields = [timestampField]
+        return record
     }
 }
 

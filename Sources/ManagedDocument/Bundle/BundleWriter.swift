@@ -51,8 +51,7 @@ public struct WritingOptions: Sendable, Equatable {
     /// at most 8. Such an entry is one deflate stream cut into slices that end at sync points and restart every
     /// 128 KiB (recorded for the store in `store.deflateRestarts`, so readers can inflate it on every core too);
     /// any zip tool reads it as one stream, and it is about 1 % larger than a plain stream. With 0, every entry is
-    /// deflated on the calling thread: in the same restartable slices at levels 1-3, and by libarchive in one plain
-    /// stream at levels 4-9.
+    /// deflated on the calling thread, in the same slices (the same bytes).
     public var compressionThreads: Int = min(ParallelDeflater.availableCores, 8)
     /// Writes zip64 records even for small bundles (tests of zip64 readers).
     var forcesZIP64 = false
@@ -254,7 +253,7 @@ public enum BundleWriter {
         var reason = "no bundle this process verified to reuse (a first save, or incremental saves are off)"
         let size = try FileSystem.status(store)?.size ?? 0
         if compressed, size < ArchiveWriter.parallelDeflateThreshold {
-            // > Such a store is written as one plain stream, with no restart index: there are no segments to reuse,
+            // > Such a store is written with no restart index: there are no segments to reuse,
             // > and deflating it whole takes milliseconds.
             reason = "a store under 1 MiB is deflated whole (it has no restart segments to reuse)"
         } else if let reusing {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the documentation and checks it; installs the man page and shell completions.
 #
-#   scripts/docs.sh            # check: no layer of the library reaches upward (scripts/docs/layers.py), the DocC
+#   scripts/docs.sh            # check: no layer of the library reaches upward (scripts/docs/layers.py), no function in
+#                              # Sources/ over 80 lines (scripts/docs/function-length.py), the DocC
 #                              # catalog builds with warnings as errors, every public symbol of the library has a
 #                              # doc comment, every Swift snippet of README.md and the DocC articles compiles in an
 #                              # outside package (scripts/docs/snippets.sh), every command of README.md runs as
@@ -48,6 +49,8 @@ check() {
     python3 scripts/docs/undocumented.py "${graphs:-.build/symbolgraph}"/ManagedDocument.symbols.json
     log "checking that no layer of the library reaches upward"
     python3 scripts/docs/layers.py
+    log "checking that no function in Sources/ is over 80 lines"
+    python3 scripts/docs/function-length.py
     log "running the commands of README.md"
     scripts/docs/commands.sh
     log "compiling the Swift snippets of README.md and the DocC articles in an outside package"

@@ -1,3 +1,6 @@
+// Saving, from an app's side (the public API only). Incremental saves: IncrementalSaveTests.swift beside this file;
+// segment reuse at the writer, which needs the library's internals: Tests/ManagedDocumentTests/Saving/SegmentReuseTests.swift.
+
 import Foundation
 import GRDB
 import ManagedDocument

@@ -6,6 +6,7 @@
 import Foundation
 import GRDB
 import SystemPackage
+import TestSupport
 import Testing
 @testable import ManagedDocument
 

@@ -3,6 +3,7 @@
 
 import Foundation
 import SystemPackage
+import TestSupport
 import Testing
 @testable import ManagedDocument
 

@@ -113,6 +113,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            // What the test targets share: the runner of the built docconvert and of python3, a scratch folder.
+            name: "TestSupport",
+            dependencies: [.product(name: "SystemPackage", package: "swift-system")],
+            path: "Tests/TestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "ManagedDocumentTests",
             dependencies: [
@@ -124,6 +131,7 @@ let package = Package(
                 "taste-app",
                 "diary-app",
                 "time-app",
+                "TestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -135,6 +143,7 @@ let package = Package(
             name: "DocumentAppTests",
             dependencies: [
                 "ManagedDocument",
+                "TestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -146,6 +155,7 @@ let package = Package(
             dependencies: [
                 "docconvert",
                 "ManagedDocument",
+                "TestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],

@@ -4,14 +4,6 @@ import GRDB
 import ManagedDocument
 import SystemPackage
 
-/// Runs `body` with a fresh folder that is removed afterwards (mode 0755 so another uid can look in).
-func withScratchFolder<T>(_ body: (FilePath) async throws -> T) async throws -> T {
-    let base = FileManager.default.temporaryDirectory.appendingPathComponent("md-app-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: base) }  // Squash cleanup error of a scratch folder.
-    return try await body(FilePath(base.path))
-}
-
 /// What an app passes: a document created when missing, working copies in a folder of the test's own.
 func appOptions(_ folder: FilePath) -> Document.OpenOptions {
     var options = Document.OpenOptions()
@@ -73,21 +65,6 @@ func currentUmask() -> UInt32 {
           let value = UInt32(line.dropFirst("Umask:".count).trimmingCharacters(in: .whitespaces), radix: 8)
     else { return 0o022 }
     return value
-}
-
-/// Runs a program and returns its exit status and output.
-@discardableResult
-func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
 }
 
 /// A small deterministic generator, so that a failing sequence can be replayed from its seed.

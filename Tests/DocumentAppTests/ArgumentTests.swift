@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import ManagedDocument
 import SystemPackage
+import TestSupport
 import Testing
 
 /// Values an app can build that the library cannot follow: refused with one error type, ``DocumentError``, code
@@ -10,7 +11,7 @@ import Testing
 struct ArgumentTests {
     @Test("a deflate level outside 1-9 is refused before anything is written", arguments: [0, -1, 10, 12, Int.max])
     func deflateLevel(level: Int) async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let store = folder.appending("store.sqlite")
             let queue = try DatabaseQueue(path: store.string)
             try await queue.write { db in try db.execute(sql: "CREATE TABLE note(text); INSERT INTO note VALUES ('kept')") }
@@ -66,7 +67,7 @@ struct ArgumentTests {
 struct FindingDocumentsTests {
     @Test("bundles are found by content, sorted; links, hidden entries and other files are not")
     func bundlesUnderAFolder() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let root = folder.appending("docs")
             for relative in ["b/Second.mdz", "a/First.mdz", "a/deeper/Named.anything", ".hidden/Secret.mdz"] {
                 let path = root.appending(relative)

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import ManagedDocument
 import SystemPackage
+import TestSupport
 import Testing
 
 /// What a store holds, as the property test models it.
@@ -28,7 +29,7 @@ struct DocumentModelTests {
         let seed = UInt64(ProcessInfo.processInfo.environment["DOCUMENT_MODEL_SEED"] ?? "") ?? 20261124
         let steps = Int(ProcessInfo.processInfo.environment["DOCUMENT_MODEL_STEPS"] ?? "") ?? 160
         var generator = SeededGenerator(seed: seed)
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Model.mdz")
             var options = appOptions(folder)
             options.lockTimeout = 0

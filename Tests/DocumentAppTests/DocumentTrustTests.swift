@@ -3,6 +3,7 @@ import GRDB
 import ManagedDocument
 import Synchronization
 import SystemPackage
+import TestSupport
 import Testing
 
 /// The nine things an app relies on, each tried the way an app would, through the public API only.
@@ -11,7 +12,7 @@ struct DocumentTrustTests {
     // 1
     @Test("a second close() of a closed document is a no-op and never touches a later open's working copy")
     func secondCloseIsHarmless() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             let first = try await Document.open(at: bundle, options: appOptions(folder))
             try await first.writer.write { db in try db.execute(sql: "CREATE TABLE note(text); INSERT INTO note VALUES ('one')") }
@@ -45,7 +46,7 @@ struct DocumentTrustTests {
         "DROP TABLE note", "ALTER TABLE note ADD COLUMN extra",
     ])
     func everyCommittedChangeIsSaved(sql: String) async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             try await Document.withDocument(at: bundle, options: appOptions(folder)) { document in
                 try await document.writer.write { db in
@@ -69,7 +70,7 @@ struct DocumentTrustTests {
 
     @Test("reads, empty writes and rolled-back writes are not changes")
     func noChangeIsNoChange() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             let document = try await Document.open(at: bundle, options: appOptions(folder))
             try await document.writer.write { db in try db.execute(sql: "CREATE TABLE note(text)") }
@@ -90,7 +91,7 @@ struct DocumentTrustTests {
     // 3
     @Test("a save keeps the bundle's permissions; a new bundle follows the umask")
     func savesKeepPermissions() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Private.mdz")
             let document = try await Document.open(at: bundle, options: appOptions(folder))
             #expect(try mode(of: bundle).permissions == 0o666 & ~currentUmask())
@@ -107,7 +108,7 @@ struct DocumentTrustTests {
 
     @Test("a document converted from a private legacy store is as private as the store was")
     func convertedStaysPrivate() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let store = folder.appending("Diary.sqlite")
             let queue = try DatabaseQueue(path: store.string)
             try await queue.write { db in try db.execute(sql: "CREATE TABLE entry(text); INSERT INTO entry VALUES ('dear diary')") }
@@ -126,7 +127,7 @@ struct DocumentTrustTests {
     // 4
     @Test("working copies are private: a 0700 folder of the user's, 0600 files, unreadable by another uid")
     func workingCopiesArePrivate() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Secret.mdz")
             var options = appOptions(folder)
             options.workingDirectory = nil  // the default root, under TMPDIR
@@ -161,7 +162,7 @@ struct DocumentTrustTests {
 
     @Test("a working-copies folder that is a symbolic link, or another user's, is refused")
     func unsafeWorkingFolders() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             let elsewhere = folder.appending("elsewhere")
             try FileManager.default.createDirectory(atPath: elsewhere.string, withIntermediateDirectories: true)
@@ -190,7 +191,7 @@ struct DocumentTrustTests {
     // 5
     @Test("stateChanges yields every transition: edited after a save, normal, closed")
     func stateChangesTellTheTruth() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             let document = try await Document.open(at: bundle, options: appOptions(folder))
             try await document.writer.write { db in try db.execute(sql: "CREATE TABLE note(text)") }
@@ -218,7 +219,7 @@ struct DocumentTrustTests {
     // 6
     @Test("a writer and an observation kept across revert() keep working and see the reverted content")
     func writerSurvivesRevert() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             let document = try await Document.open(at: bundle, options: appOptions(folder))
             let writer = try document.writer
@@ -250,7 +251,7 @@ struct DocumentTrustTests {
 
     @Test("revert() on a read-only document reloads the bundle as it is now, into the same reader")
     func readOnlyRevertReloads() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             let writer = try await Document.open(at: bundle, options: appOptions(folder))
             try await writer.writer.write { db in try db.execute(sql: "CREATE TABLE note(text); INSERT INTO note VALUES ('one')") }
@@ -276,7 +277,7 @@ struct DocumentTrustTests {
     // 7
     @Test("another app's document is refused for writing with its own code, and left byte for byte as it was")
     func foreignDocumentsAreLeftAlone() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Recipes.mdz")
             var recipes = appOptions(folder)
             recipes.mediaType = "application/x-recipes"
@@ -327,7 +328,7 @@ struct DocumentTrustTests {
     // 8
     @Test("state read inside a write, from another thread, and during a save never touches the database")
     func stateInsideWrite() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let document = try await Document.open(at: folder.appending("Notes.mdz"), options: appOptions(folder))
             let seen = try await document.writer.write { db -> [Document.State] in
                 let before = document.state
@@ -349,7 +350,7 @@ struct DocumentTrustTests {
     @Test("read-only opens and verify beside a saving app never see damage")
     func readersBesideSaves() async throws {
         let seconds = Double(ProcessInfo.processInfo.environment["DOCUMENT_SOAK_SECONDS"] ?? "") ?? 60
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Busy.mdz")
             let document = try await Document.open(at: bundle, options: appOptions(folder))
             try await document.writer.write { db in
@@ -396,7 +397,7 @@ struct DocumentTrustTests {
 
     @Test("smaller promises: a useful localizedDescription, symbolic links resolved, a killed save's leftover removed")
     func smallerPromises() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let missing = await #expect(throws: DocumentError.self) {
                 var options = appOptions(folder)
                 options.createIfMissing = false

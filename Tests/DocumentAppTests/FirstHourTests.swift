@@ -3,6 +3,7 @@ import GRDB
 import ManagedDocument
 import Synchronization
 import SystemPackage
+import TestSupport
 import Testing
 
 /// What an app developer meets first: a batch over a relative root, and the advice for a loose store.
@@ -34,7 +35,7 @@ struct FirstHourTests {
         let here = FilePath(FileManager.default.currentDirectoryPath).lexicallyNormalized()
         #expect(BatchConverter(root: ".").root == here)
         #expect(BatchConverter(root: "./").root == here)
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let relative = relativeToCurrentFolder(folder)
             for (index, form) in ["./\(relative)", "\(relative)/sub/..", "\(relative)/./sub"].enumerated() {
                 let sub = folder.appending("sub")
@@ -57,7 +58,7 @@ struct FirstHourTests {
 
     @Test("opening a loose SQLite store names the library's converter, not a shell command")
     func looseStoreAdvice() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let store = folder.appending("Notes.sqlite")
             try makeStore(at: store, rows: 2)
             var options = appOptions(folder)

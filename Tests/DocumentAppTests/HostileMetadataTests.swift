@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import ManagedDocument
 import SystemPackage
+import TestSupport
 import Testing
 
 /// Bundles whose `DocumentMetadata.json` says absurd numbers, every other byte as the library wrote it: the numbers
@@ -24,44 +25,6 @@ struct HostileMetadataTests {
         try queue.close()
         try BundleWriter.write(BundleContent(store: store), metadata: DocumentMetadata(), to: bundle)
     }
-
-    /// Copies `bundle` to `target` with `DocumentMetadata.json` edited by python's zipfile: each dotted key path set
-    /// to a raw JSON value (`null` removes the key). The metadata is the bundle's last entry, so it is replaced in
-    /// place; every other entry's bytes (the store's deflate stream too) are copied untouched.
-    static func rewritingMetadata(of bundle: FilePath, to target: FilePath, _ edits: [(String, String)]) throws {
-        let patch = "{" + edits.map { "\"\($0.0)\": \($0.1)" }.joined(separator: ", ") + "}"
-        let result = try run("/usr/bin/env", ["python3", "-c", rewriteScript, bundle.string, target.string, patch])
-        #expect(result.status == 0, "python3 could not rewrite the metadata: \(result.output)")
-    }
-
-    static let rewriteScript = """
-        import json, shutil, sys, zipfile
-        source, target, edits = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-        shutil.copyfile(source, target)
-        with zipfile.ZipFile(target, 'a') as archive:
-            info = archive.getinfo('DocumentMetadata.json')
-            assert max(i.header_offset for i in archive.infolist()) == info.header_offset, 'the metadata is not last'
-            metadata = json.loads(archive.read(info))
-            for path, value in edits.items():
-                *parents, key = path.split('.')
-                node = metadata
-                for part in parents:
-                    node = node.setdefault(part, {})
-                if value is None:
-                    node.pop(key, None)
-                else:
-                    node[key] = value
-            archive.filelist.remove(info)
-            del archive.NameToInfo[info.filename]
-            archive.start_dir = info.header_offset
-            archive.fp.seek(info.header_offset)
-            archive.fp.truncate()
-            fresh = zipfile.ZipInfo(info.filename, date_time=info.date_time)
-            fresh.compress_type = zipfile.ZIP_DEFLATED
-            fresh.create_system = 3
-            fresh.external_attr = info.external_attr
-            archive.writestr(fresh, json.dumps(metadata, indent=2, sort_keys=True))
-        """
 
     /// An absurd number, and the code it must be refused with.
     struct Absurdity: CustomTestStringConvertible, Sendable {
@@ -112,11 +75,11 @@ struct HostileMetadataTests {
     @Test("an absurd number is refused with its code by BundleReader, BundleStore and a read-only Document",
           arguments: absurdities)
     func refused(_ absurdity: Absurdity) async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let good = folder.appending("Good.mdz")
             try Self.makeBundle(good, folder: folder)
             let bundle = folder.appending("Absurd.mdz")
-            try Self.rewritingMetadata(of: good, to: bundle, absurdity.edits)
+            try Python.rewritingMetadata(of: good.string, to: bundle.string, absurdity.edits)
 
             let opening = #expect(throws: DocumentError.self) { try BundleReader(at: bundle) }
             #expect(opening?.code == absurdity.code, "\(opening.map { "\($0)" } ?? "no error")")
@@ -172,12 +135,12 @@ struct HostileMetadataTests {
     @Test("absurd but true numbers: the bundle opens, verifies, extracts, and its store reads right in place or extracted",
           arguments: oddities)
     func served(_ oddity: Oddity) async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let good = folder.appending("Good.mdz")
             try Self.makeBundle(good, folder: folder)
             let original = try BundleReader(at: good).metadata.store
             let bundle = folder.appending("Odd.mdz")
-            try Self.rewritingMetadata(of: good, to: bundle, oddity.edits(original.size, original.sha256))
+            try Python.rewritingMetadata(of: good.string, to: bundle.string, oddity.edits(original.size, original.sha256))
 
             let reader = try BundleReader(at: bundle)
             _ = try reader.verify(full: false, workingDirectory: folder)
@@ -201,12 +164,12 @@ struct HostileMetadataTests {
 
     @Test("segments past ReadingLimits' bounds are not read in place: the reason names the limit, the rows read the same")
     func segmentLimits() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let good = folder.appending("Good.mdz")
             try Self.makeBundle(good, folder: folder)
             let original = try BundleReader(at: good).metadata.store
             let bundle = folder.appending("OneSegment.mdz")
-            try Self.rewritingMetadata(of: good, to: bundle, [
+            try Python.rewritingMetadata(of: good.string, to: bundle.string, [
                 ("store.segments.interval", "\(original.size)"), ("store.segments.sha256", "\"\(original.sha256)\""),
                 ("store.deflateRestarts.interval", "\(original.size)"), ("store.deflateRestarts.offsets", "[0]"),
             ])

@@ -3,6 +3,7 @@ import GRDB
 import ManagedDocument
 import Synchronization
 import SystemPackage
+import TestSupport
 import Testing
 
 /// Counts of what an app saw: writes that returned success and writes that were refused.
@@ -67,7 +68,7 @@ private func largeDocument(_ bundle: FilePath, folder: FilePath, megabytes: Int)
 struct NothingLostTests {
     @Test("a write running when close() is called finishes, and its row is in the bundle")
     func writeRunningAtClose() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             let document = try await Document.open(at: bundle, options: appOptions(folder))
             try await document.writer.write { db in try db.execute(sql: "CREATE TABLE note(n INTEGER)") }
@@ -92,7 +93,7 @@ struct NothingLostTests {
 
     @Test("writes that arrive while close() saves are either refused or in the bundle, never lost")
     func writesDuringFinalSave() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             let document = try await largeDocument(bundle, folder: folder, megabytes: 24)
             let writer = try document.writer
@@ -129,7 +130,7 @@ struct NothingLostTests {
 
     @Test("a private bundle's temporary is never readable by others while it is saved or converted")
     func temporariesArePrivate() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Private.mdz")
             let document = try await largeDocument(bundle, folder: folder, megabytes: 32)
             try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: bundle.string)
@@ -163,7 +164,7 @@ struct NothingLostTests {
 
     @Test("a private bundle extracted (a folder, or a loose store) gives files as private as the bundle")
     func extractionStaysPrivate() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Private.mdz")
             let document = try await Document.open(at: bundle, options: appOptions(folder))
             try await document.writer.write { db in try db.execute(sql: "CREATE TABLE t(x); INSERT INTO t VALUES (1)") }
@@ -187,7 +188,7 @@ struct NothingLostTests {
         "entries -1", "names -5",
     ])
     func absurdOptions(option: String) async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let parts = option.split(separator: " ")
             let value = Double(parts[1]) ?? (parts[1] == "nan" ? .nan : .infinity)
             var options = appOptions(folder)
@@ -213,7 +214,7 @@ struct NothingLostTests {
 
     @Test("saving options set whole, as the docs show, change the compression only: every save still replaces the bundle")
     func savingOptionsSetWhole() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             var options = appOptions(folder)
             options.saving = WritingOptions(compression: .store)
@@ -236,7 +237,7 @@ struct NothingLostTests {
 
     @Test("replacing is an argument of the write: without it an existing file stays and is named; with it, replaced")
     func replacingIsAnArgument() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let store = folder.appending("store.sqlite")
             let queue = try DatabaseQueue(path: store.string)
             try await queue.write { db in try db.execute(sql: "CREATE TABLE note(n INTEGER); INSERT INTO note VALUES (1)") }
@@ -267,7 +268,7 @@ struct NothingLostTests {
             print("skipped: /usr/bin/strace is not installed (scripts/setup.sh installs it)")
             return
         }
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             // > This test binary again, running only the scenario below, with every close(2) it makes traced.
             let trace = folder.appending("close.trace")
             let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
@@ -294,7 +295,7 @@ struct NothingLostTests {
 
     @Test("a save that fails while the document opens releases the lock and the working copy once, leaking nothing")
     func failedSaveAtOpen() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             var first = appOptions(folder)
             first.migrations = DocumentMigrator(modelName: "Notes", modelVersion: "1")
@@ -338,7 +339,7 @@ struct NothingLostTests {
 
     @Test("a read-only open that fails after taking its working folder leaks no descriptor")
     func failedReadOnlyOpen() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             let document = try await Document.open(at: bundle, options: appOptions(folder))
             try await document.writer.write { db in
@@ -375,7 +376,7 @@ struct NothingLostTests {
 
     @Test("closed is final: a save or revert in flight when close(savingChanges: false) is called never reopens the state")
     func closedIsFinal() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             for round in 0..<4 {
                 let bundle = folder.appending("Notes-\(round).mdz")
                 let document = try await largeDocument(bundle, folder: folder, megabytes: 16)

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import ManagedDocument
 import SystemPackage
+import TestSupport
 import Testing
 
 /// Every file below `folder`, relative names.
@@ -29,7 +30,7 @@ private func makeDocument(_ bundle: FilePath, folder: FilePath, rows: Int = 1500
 struct ReadInPlaceTests {
     @Test("a read-only open extracts nothing, answers like a writable open, and leaves nothing behind")
     func nothingExtracted() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             try await makeDocument(bundle, folder: folder)
             var options = appOptions(folder)
@@ -53,7 +54,7 @@ struct ReadInPlaceTests {
 
     @Test("revert reads the bundle as a writer saved it since, through the same reader; a repacked bundle is extracted")
     func revertSeesNewBundle() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             try await makeDocument(bundle, folder: folder, rows: 1500, tag: "a")
             var options = appOptions(folder)
@@ -94,7 +95,7 @@ struct ReadInPlaceTests {
 
     @Test("a damaged segment ends the read with an error, never a wrong row, and the document names the segment")
     func damagedSegment() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             try await makeDocument(bundle, folder: folder)
             // Flip one byte in the middle of the store's compressed data (its restart index and digests stay).
@@ -129,7 +130,7 @@ struct ReadInPlaceTests {
 
     @Test("reading in place thousands of times holds nothing once each store or document is gone")
     func openedManyTimes() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             try await makeDocument(bundle, folder: folder, rows: 300)
             // A store read in place keeps its bundle open while it lives: what outlived its owner would show here.

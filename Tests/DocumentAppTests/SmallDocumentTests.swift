@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import ManagedDocument
 import SystemPackage
+import TestSupport
 import Testing
 
 /// Every file below `folder`, relative names.
@@ -13,7 +14,7 @@ private func files(below folder: FilePath) -> [String] {
 struct SmallDocumentTests {
     @Test("a read-only open of a small document extracts nothing: its store is served from memory, checked first")
     func readInPlace() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             let document = try await Document.open(at: bundle, options: appOptions(folder))
             try await document.writer.write { db in
@@ -41,7 +42,7 @@ struct SmallDocumentTests {
 
     @Test("every save of a small document says it is whole because the store is under 1 MiB, the second one too")
     func lastSaveReason() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             let document = try await Document.open(at: bundle, options: appOptions(folder))
             for text in ["one", "two"] {

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import ManagedDocument
 import SystemPackage
+import TestSupport
 import Testing
 @testable import docconvert
 
@@ -10,7 +11,7 @@ struct CommandTests {
     private func temporaryDirectory() throws -> FilePath { try CLI.temporaryDirectory() }
 
     private func execute(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-        try CLI.execute(arguments)
+        try Docconvert.run(arguments)
     }
 
     @Test("arguments parse into the commands, and bad ones are usage errors")

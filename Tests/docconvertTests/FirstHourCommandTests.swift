@@ -1,6 +1,7 @@
 import Foundation
 import ManagedDocument
 import SystemPackage
+import TestSupport
 import Testing
 @testable import docconvert
 
@@ -47,7 +48,7 @@ struct FirstHourCommandTests {
     func relativeRoot(root: String, expectedSource: String) throws {
         try withDirectory { directory in
             try copySample("Diary.sqlite", to: directory.appending("sub"))
-            let result = try CLI.execute(["batch", root, "--legacy", "keep", "--quiet", "--json", "--jobs", "1"],
+            let result = try Docconvert.run(["batch", root, "--legacy", "keep", "--quiet", "--json", "--jobs", "1"],
                                          in: directory)
             #expect(result.status == 0, "\(result.stderr)")
             let report = try document(result.stdout, "batch \(root)")
@@ -66,9 +67,9 @@ struct FirstHourCommandTests {
     func queryErrorsAreOneDocument() throws {
         try withDirectory { directory in
             let bundle = directory.appending("Notes.mdz").string
-            #expect(try CLI.execute(["create", bundle]).status == 0)
+            #expect(try Docconvert.run(["create", bundle]).status == 0)
             for sql in ["DELETE FROM sqlite_master", "SELECT 1; SELECT 2", "SELEC 1", "   "] {
-                let result = try CLI.execute(["query", bundle, sql, "--json"])
+                let result = try Docconvert.run(["query", bundle, sql, "--json"])
                 #expect(result.status == 64, "\(sql): \(result.stderr)")
                 let error = try #require(try document(result.stdout, sql)["error"] as? [String: Any])
                 #expect(error["code"] as? String == "invalidArgument")
@@ -99,14 +100,14 @@ struct FirstHourCommandTests {
                 (["inspect", "--json"], 64, "invalidArgument"),
             ]
             for command in commands {
-                let result = try CLI.execute(command.arguments)
+                let result = try Docconvert.run(command.arguments)
                 #expect(result.status == command.status, "\(command.arguments): \(result.stderr)")
                 let error = try document(result.stdout, "\(command.arguments)")["error"] as? [String: Any]
                 #expect(error?["code"] as? String == command.code, "\(command.arguments): \(result.stdout)")
                 #expect((error?["message"] as? String)?.isEmpty == false)
             }
             // verify reports failures inside its own document.
-            let verified = try CLI.execute(["verify", missing, "--json"])
+            let verified = try Docconvert.run(["verify", missing, "--json"])
             #expect(verified.status == 66)
             #expect(try document(verified.stdout, "verify")["ok"] as? Bool == false)
         }
@@ -118,7 +119,7 @@ struct FirstHourCommandTests {
             try copySample("Diary.sqlite", to: directory.appending("tree"))
             let notReport = directory.appending("notes.txt")
             try Data("shopping list\n".utf8).write(to: URL(fileURLWithPath: notReport.string))
-            let refused = try CLI.execute(["batch", directory.appending("tree").string, "--report", notReport.string,
+            let refused = try Docconvert.run(["batch", directory.appending("tree").string, "--report", notReport.string,
                                            "--json", "--quiet"])
             #expect(refused.status == 73, "\(refused.stderr)")
             let error = try #require(try document(refused.stdout, "report refused")["error"] as? [String: Any])
@@ -141,7 +142,7 @@ struct FirstHourCommandTests {
             let store = try copySample("minimalTime.sqlite", to: tree.appending("c"), as: "trunc.sqlite")
             let bytes = try Data(contentsOf: URL(fileURLWithPath: store.string))
             try bytes.prefix(bytes.count / 2 + 100).write(to: URL(fileURLWithPath: store.string))
-            let result = try CLI.execute(["batch", tree.string, "--legacy", "keep", "--quiet"], in: directory)
+            let result = try Docconvert.run(["batch", tree.string, "--legacy", "keep", "--quiet"], in: directory)
             #expect(result.status == 65, "\(result.stdout)\(result.stderr)")
             let line = try #require(result.stdout.split(separator: "\n").first { $0.hasPrefix("failed") })
             #expect(line.contains("c/trunc.sqlite: "), "\(line)")
@@ -157,7 +158,7 @@ struct FirstHourCommandTests {
             try copySample("Diary.sqlite", to: tree.appending("locked"))
             try setWritable(tree.appending("locked"), false)
             defer { try? setWritable(tree.appending("locked"), true) }  // Squash: the folder is removed next.
-            let result = try CLI.execute(["batch", tree.string, "--legacy", "keep", "--quiet"], unprivileged: true)
+            let result = try Docconvert.run(["batch", tree.string, "--legacy", "keep", "--quiet"], unprivileged: true)
             #expect(result.status == 65, "\(result.stdout)\(result.stderr)")
             let line = try #require(result.stdout.split(separator: "\n").first { $0.hasPrefix("failed") })
             #expect(!line.contains("read-only instead") && line.contains("writable"), "\(line)")
@@ -176,7 +177,7 @@ struct FirstHourCommandTests {
     func looseStoreAdvice() throws {
         try withDirectory { directory in
             let store = try copySample("Diary.sqlite", to: directory)
-            let result = try CLI.execute(["inspect", store.string])
+            let result = try Docconvert.run(["inspect", store.string])
             #expect(result.status == 65)
             #expect(result.stderr == "error: \(store): is a SQLite store, not a bundle; convert it with: docconvert convert \(store)\n")
         }
@@ -191,9 +192,9 @@ struct FirstHourCommandTests {
             try copySample("Diary.sqlite", to: tree)
             try FileManager.default.copyItem(atPath: Self.samples.appending(".Diary_SUPPORT").string,
                                              toPath: tree.appending(".Diary_SUPPORT").string)
-            let plan = try CLI.execute(["batch", tree.string, "--dry-run", "--json", "--quiet"])
+            let plan = try Docconvert.run(["batch", tree.string, "--dry-run", "--json", "--quiet"])
             #expect(plan.status == 0, "\(plan.stderr)")
-            let run = try CLI.execute(["batch", tree.string, "--legacy", "keep", "--json", "--quiet"])
+            let run = try Docconvert.run(["batch", tree.string, "--legacy", "keep", "--json", "--quiet"])
             #expect(run.status == 0, "\(run.stderr)")
             let planned = try #require(try document(plan.stdout, "plan")["summary"] as? [String: Any])["bytesIn"] as? Int
             let converted = try #require(try document(run.stdout, "run")["summary"] as? [String: Any])["bytesIn"] as? Int
@@ -208,14 +209,14 @@ struct FirstHourCommandTests {
         try withDirectory { directory in
             let documents = directory.appending("documents")
             try FileManager.default.createDirectory(atPath: documents.string, withIntermediateDirectories: true)
-            #expect(try CLI.execute(["create", documents.appending("Notes.mdz").string]).status == 0)
+            #expect(try Docconvert.run(["create", documents.appending("Notes.mdz").string]).status == 0)
             let migrations = directory.appending("migrations")
             try FileManager.default.createDirectory(atPath: migrations.string, withIntermediateDirectories: true)
             try Data("CREATE TABLE entry(id INTEGER PRIMARY KEY);\n".utf8)
                 .write(to: URL(fileURLWithPath: migrations.appending("V1__create.sql").string))
             try setWritable(documents, false)
             defer { try? setWritable(documents, true) }  // Squash: the folder is removed next.
-            let result = try CLI.execute(["migrate", documents.string, "--migrations", migrations.string, "--json"],
+            let result = try Docconvert.run(["migrate", documents.string, "--migrations", migrations.string, "--json"],
                                          unprivileged: true)
             let report = try document(result.stdout, "migrate")
             let first = try #require((report["documents"] as? [[String: Any]])?.first)
@@ -261,7 +262,7 @@ struct FirstHourCommandTests {
         let documented = try documentedStatuses()
         try withDirectory { directory in
             let bundle = directory.appending("Notes.mdz")
-            #expect(try CLI.execute(["create", bundle.string]).status == 0)
+            #expect(try Docconvert.run(["create", bundle.string]).status == 0)
             let text = directory.appending("notes.txt")
             try Data("not a bundle at all, just words\n".utf8).write(to: URL(fileURLWithPath: text.string))
             let unreadable = directory.appending("Unreadable.mdz")
@@ -288,7 +289,7 @@ struct FirstHourCommandTests {
             ]
             var seen: Set<Int32> = []
             for item in cases {
-                let result = try CLI.execute(item.arguments, unprivileged: item.unprivileged)
+                let result = try Docconvert.run(item.arguments, unprivileged: item.unprivileged)
                 let object = try document(result.stdout, "\(item.arguments)")
                 let error = (object["error"] as? [String: Any])
                     ?? ((object["documents"] as? [[String: Any]])?.first?["error"] as? [String: Any])

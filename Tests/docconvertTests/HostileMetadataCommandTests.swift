@@ -1,29 +1,16 @@
 import Foundation
 import SystemPackage
+import TestSupport
 import Testing
 
 /// The built `docconvert` on bundles whose metadata says absurd numbers: exit 65 with one `error:` line, never a
 /// signal; and a bundle that declares a large store as one segment is read within a bounded memory.
 @Suite("docconvert on absurd metadata numbers: 65, never a crash; memory bounded whatever a bundle declares")
 struct HostileMetadataCommandTests {
-    /// Runs python3 with `script` and `arguments`; its standard output.
-    private static func python(_ script: String, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script] + arguments
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "python3 failed")
-        return String(decoding: data, as: UTF8.self)
-    }
-
     /// A store of about `megabytes` MiB of compressible text rows, as a bundle `docconvert create` writes it.
     private static func makeBundle(in directory: FilePath, megabytes: Int = 2) throws -> String {
         let store = directory.appending("store.sqlite").string
-        _ = try python("""
+        _ = try Python.run("""
             import sqlite3, sys
             db = sqlite3.connect(sys.argv[1])
             db.execute('PRAGMA journal_mode=OFF')
@@ -36,52 +23,15 @@ struct HostileMetadataCommandTests {
             db.commit()
             """, [store, String(megabytes * 256)])
         let bundle = directory.appending("Doc.mdz").string
-        let created = try CLI.execute(["create", bundle, "--from", store])
+        let created = try Docconvert.run(["create", bundle, "--from", store])
         #expect(created.status == 0, "\(created.stderr)")
         try FileManager.default.removeItem(atPath: store)
         return bundle
     }
 
-    /// Copies `bundle` to `target` with `DocumentMetadata.json` edited (dotted key paths set to raw JSON values),
-    /// every other entry's bytes untouched (the metadata is the last entry: python's zipfile replaces it in place).
-    /// With `then`, a python statement run on `metadata` after the edits (the JSON is then written compact).
-    private static func rewritingMetadata(of bundle: String, to target: String, _ edits: [(String, String)],
-                                          then statement: String? = nil) throws {
-        let patch = "{" + edits.map { "\"\($0.0)\": \($0.1)" }.joined(separator: ", ") + "}"
-        _ = try python("""
-            import json, shutil, sys, zipfile
-            source, target, edits = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-            statement = sys.argv[4] if len(sys.argv) > 4 else None
-            shutil.copyfile(source, target)
-            with zipfile.ZipFile(target, 'a') as archive:
-                info = archive.getinfo('DocumentMetadata.json')
-                assert max(i.header_offset for i in archive.infolist()) == info.header_offset
-                metadata = json.loads(archive.read(info))
-                for path, value in edits.items():
-                    *parents, key = path.split('.')
-                    node = metadata
-                    for part in parents:
-                        node = node.setdefault(part, {})
-                    node[key] = value
-                if statement:
-                    exec(statement)
-                archive.filelist.remove(info)
-                del archive.NameToInfo[info.filename]
-                archive.start_dir = info.header_offset
-                archive.fp.seek(info.header_offset)
-                archive.fp.truncate()
-                fresh = zipfile.ZipInfo(info.filename, date_time=info.date_time)
-                fresh.compress_type = zipfile.ZIP_DEFLATED
-                fresh.create_system = 3
-                fresh.external_attr = info.external_attr
-                layout = {'separators': (',', ':')} if statement else {'indent': 2, 'sort_keys': True}
-                archive.writestr(fresh, json.dumps(metadata, **layout))
-            """, [bundle, target, patch] + (statement.map { [$0] } ?? []))
-    }
-
     /// The store's size and SHA-256, as the metadata says.
     private static func storeFacts(_ bundle: String) throws -> (size: Int64, sha256: String) {
-        let line = try python("""
+        let line = try Python.run("""
             import json, sys, zipfile
             store = json.loads(zipfile.ZipFile(sys.argv[1]).read('DocumentMetadata.json'))['store']
             print(store['size'], store['sha256'])
@@ -93,21 +43,11 @@ struct HostileMetadataCommandTests {
     private static func measured(_ arguments: [String], in directory: FilePath)
     throws -> (status: Int32, stdout: String, stderr: String, peak: Int) {
         let report = directory.appending("time-\(UUID().uuidString).txt").string
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/time")
-        process.arguments = ["-f", "%M", "-o", report, CLI.binary] + arguments
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let result = try execute("/usr/bin/time", ["-f", "%M", "-o", report, Docconvert.binary] + arguments)
         // > GNU time writes "Command exited with non-zero status N" before the figure when the command fails.
         let text = try String(contentsOfFile: report, encoding: .utf8)
         let kibibytes = text.split(separator: "\n").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
-        return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self),
-                kibibytes.map { $0 << 10 } ?? .max)
+        return (result.status, result.stdout, result.stderr, kibibytes.map { $0 << 10 } ?? .max)
     }
 
     static let int64Max = "9223372036854775807"
@@ -133,7 +73,7 @@ struct HostileMetadataCommandTests {
         defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
         let good = try Self.makeBundle(in: directory)
         let bundle = directory.appending("Absurd.mdz").string
-        try Self.rewritingMetadata(of: good, to: bundle, edits)
+        try Python.rewritingMetadata(of: good, to: bundle, edits)
         let commands: [[String]] = [
             ["inspect", bundle], ["inspect", "--json", bundle], ["verify", bundle],
             ["extract", bundle, "--directory", directory.appending("out").string],
@@ -141,7 +81,7 @@ struct HostileMetadataCommandTests {
             ["query", bundle, "SELECT count(*) FROM note"],
         ]
         for command in commands {
-            let result = try CLI.execute(command)
+            let result = try Docconvert.run(command)
             #expect(result.status == 65, "\(command): \(result.status) \(result.stderr.prefix(400))")
             #expect(result.stderr.hasPrefix("error: \(bundle): DocumentMetadata.json: ")
                         || result.stderr.hasPrefix("error: \(bundle): StoreContent/persistentStore: "),
@@ -160,12 +100,12 @@ struct HostileMetadataCommandTests {
         let (size, sha256) = try Self.storeFacts(good)
         #expect(size > 300 << 20)
         let bundle = directory.appending("OneSegment.mdz").string
-        try Self.rewritingMetadata(of: good, to: bundle, [
+        try Python.rewritingMetadata(of: good, to: bundle, [
             ("store.segments.interval", "\(size)"), ("store.segments.sha256", "\"\(sha256)\""),
             ("store.deflateRestarts.interval", "\(size)"), ("store.deflateRestarts.offsets", "[0]"),
         ])
         let sql = "SELECT count(*), sum(length(body)) FROM note"
-        let expected = try CLI.execute(["query", good, sql])
+        let expected = try Docconvert.run(["query", good, sql])
         #expect(expected.status == 0, "\(expected.stderr)")
 
         let result = try Self.measured(["query", bundle, sql], in: directory)
@@ -175,7 +115,7 @@ struct HostileMetadataCommandTests {
         #expect(result.peak < Self.memoryBound, "docconvert query peaked at \(result.peak >> 20) MiB")
 
         // > Segments of 16 MiB (the most the defaults admit; a 64 GiB store's), read in place: bounded too.
-        let digests = try Self.python("""
+        let digests = try Python.run("""
             import hashlib, sys, zipfile
             store = zipfile.ZipFile(sys.argv[1]).open('StoreContent/persistentStore')
             digests = []
@@ -187,7 +127,7 @@ struct HostileMetadataCommandTests {
             print(''.join(digests), end='')
             """, [good])
         let coarse = directory.appending("Coarse.mdz").string
-        try Self.rewritingMetadata(of: good, to: coarse, [
+        try Python.rewritingMetadata(of: good, to: coarse, [
             ("store.segments.interval", "\(16 << 20)"), ("store.segments.sha256", "\"\(digests)\""),
         ])
         let inPlace = try Self.measured(["query", "--json", coarse, sql], in: directory)
@@ -203,7 +143,7 @@ struct HostileMetadataCommandTests {
         defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
         let good = try Self.makeBundle(in: directory)
         let bundle = directory.appending("Values.mdz").string
-        try Self.rewritingMetadata(of: good, to: bundle, [], then: "metadata['padding'] = [1] * 7_500_000")
+        try Python.rewritingMetadata(of: good, to: bundle, [], then: "metadata['padding'] = [1] * 7_500_000")
         for command in [["inspect", bundle], ["verify", bundle], ["query", bundle, "SELECT 1"]] {
             let result = try Self.measured(command, in: directory)
             #expect(result.status == 65, "\(command): \(result.stderr.prefix(400))")

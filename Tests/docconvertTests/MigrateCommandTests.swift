@@ -1,6 +1,7 @@
 import Foundation
 @testable import ManagedDocument
 import SystemPackage
+import TestSupport
 import Testing
 
 /// `docconvert migrate` on a tree of bundles, through the built binary.
@@ -13,7 +14,7 @@ struct MigrateCommandTests {
         for bundle in bundles {
             try FileManager.default.createDirectory(atPath: bundle.removingLastComponent().string,
                                                     withIntermediateDirectories: true)
-            let created = try CLI.execute(["create", bundle.string, "--model-name", "Journal"])
+            let created = try Docconvert.run(["create", bundle.string, "--model-name", "Journal"])
             #expect(created.status == 0, "\(created.stderr)")
         }
         try FileManager.default.createDirectory(atPath: directory.appending("tree/.hidden").string,
@@ -48,7 +49,7 @@ struct MigrateCommandTests {
     /// The rows of `entry` in a bundle, read from an extracted copy with the sqlite3 shell.
     private func rows(_ bundle: FilePath, _ scratch: FilePath) throws -> String {
         let store = scratch.appending("extract-\(UUID().uuidString).sqlite")
-        let extracted = try CLI.execute(["extract", bundle.string, "--output", store.string])
+        let extracted = try Docconvert.run(["extract", bundle.string, "--output", store.string])
         #expect(extracted.status == 0, "\(extracted.stderr)")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -72,13 +73,13 @@ struct MigrateCommandTests {
         let hidden = directory.appending("tree/.hidden/Skipped.mdz")
         let hiddenBefore = try contents([hidden])
 
-        let dryRun = try CLI.execute(["migrate", directory.appending("tree").string, "--migrations", migrations.string,
+        let dryRun = try Docconvert.run(["migrate", directory.appending("tree").string, "--migrations", migrations.string,
                                       "--dry-run"])
         #expect(dryRun.status == 0, "\(dryRun.stderr)")
         #expect(dryRun.stdout.components(separatedBy: "would apply V1__create_entries, V2__seed_entries, V10__add_mood").count == 4)
         let untouched = try contents(bundles)
 
-        let first = try CLI.execute(["migrate", directory.appending("tree").string, "--migrations", migrations.string,
+        let first = try Docconvert.run(["migrate", directory.appending("tree").string, "--migrations", migrations.string,
                                      "--json"])
         #expect(first.status == 0, "\(first.stderr)")
         let report = try JSONSerialization.jsonObject(with: Data(first.stdout.utf8)) as? [String: Any]
@@ -104,11 +105,11 @@ struct MigrateCommandTests {
             #expect(model.migrations.map(\.identifier) == ["V1__create_entries", "V2__seed_entries", "V10__add_mood"])
             #expect(model.migrations.allSatisfy { $0.checksum?.count == 64 })
         }
-        let inspected = try CLI.execute(["inspect", bundles[1].string])
+        let inspected = try Docconvert.run(["inspect", bundles[1].string])
         #expect(inspected.stdout.contains("V10__add_mood"))
 
         let migrated = try contents(bundles)
-        let rerun = try CLI.execute(["migrate", directory.appending("tree").string, "--migrations", migrations.string])
+        let rerun = try Docconvert.run(["migrate", directory.appending("tree").string, "--migrations", migrations.string])
         #expect(rerun.status == 0, "\(rerun.stderr)")
         #expect(rerun.stdout.components(separatedBy: ": up to date").count == 4)
         #expect(try contents(bundles) == migrated, "a rerun changes no byte")
@@ -120,13 +121,13 @@ struct MigrateCommandTests {
         defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
         let bundles = try makeTree(directory)
         let migrations = try makeMigrations(directory)
-        #expect(try CLI.execute(["migrate", bundles[0].string, "--migrations", migrations.string]).status == 0)
+        #expect(try Docconvert.run(["migrate", bundles[0].string, "--migrations", migrations.string]).status == 0)
         let before = try contents(bundles)
 
         // > Edited V2 (applied to Alpha only), and a new V11 that would be pending everywhere.
         try write("INSERT INTO entry(day, body) VALUES ('2017-12-30', 'rain');\n", migrations.appending("V2__seed_entries.sql"))
         try write("CREATE INDEX entry_day ON entry(day);\n", migrations.appending("V11__index_days.sql"))
-        let result = try CLI.execute(["migrate", directory.appending("tree").string, "--migrations", migrations.string])
+        let result = try Docconvert.run(["migrate", directory.appending("tree").string, "--migrations", migrations.string])
         #expect(result.status == 65)
         #expect(result.stderr.contains("Alpha.mdz: V2__seed_entries.sql has changed since it was applied"), "\(result.stderr)")
         #expect(result.stderr.contains("nothing was applied"))
@@ -137,7 +138,7 @@ struct MigrateCommandTests {
                   migrations.appending("V2__seed_entries.sql"))
         try FileManager.default.removeItem(atPath: migrations.appending("V11__index_days.sql").string)
         try write("SELECT 1;\n", migrations.appending("V3_5__late.sql"))
-        let late = try CLI.execute(["migrate", bundles[0].string, "--migrations", migrations.string])
+        let late = try Docconvert.run(["migrate", bundles[0].string, "--migrations", migrations.string])
         #expect(late.status == 65)
         #expect(late.stderr.contains("V3_5__late.sql is not applied, but a later version (10) is"), "\(late.stderr)")
         #expect(try contents(bundles) == before)
@@ -152,7 +153,7 @@ struct MigrateCommandTests {
         try write("INSERT INTO entry(day) VALUES ('2019-05-05');\nINSERT INTO no_such_table VALUES (1);\n",
                   migrations.appending("V11__broken.sql"))
         let before = try contents(bundles)
-        let result = try CLI.execute(["migrate", bundles[2].string, "--migrations", migrations.string])
+        let result = try Docconvert.run(["migrate", bundles[2].string, "--migrations", migrations.string])
         #expect(result.status == 65)
         #expect(result.stderr.contains("migration 'V11__broken' failed"), "\(result.stderr)")
         #expect(try contents(bundles) == before, "V1, V2 and V10 succeeded, but the document is saved only when all did")
@@ -166,15 +167,15 @@ struct MigrateCommandTests {
         let migrations = try makeMigrations(directory)
         let before = try contents(bundles)
         try write("SELECT 1;\n", migrations.appending("v4-lowercase.sql"))
-        let misnamed = try CLI.execute(["migrate", bundles[0].string, "--migrations", migrations.string])
+        let misnamed = try Docconvert.run(["migrate", bundles[0].string, "--migrations", migrations.string])
         #expect(misnamed.status == 65)
         #expect(misnamed.stderr.contains("v4-lowercase.sql: not a migration name"), "\(misnamed.stderr)")
         try FileManager.default.removeItem(atPath: migrations.appending("v4-lowercase.sql").string)
         try write("SELECT 1;\n", migrations.appending("V1.0__again.sql"))
-        let duplicate = try CLI.execute(["migrate", bundles[0].string, "--migrations", migrations.string])
+        let duplicate = try Docconvert.run(["migrate", bundles[0].string, "--migrations", migrations.string])
         #expect(duplicate.status == 65)
         #expect(duplicate.stderr.contains("has the same version as"), "\(duplicate.stderr)")
-        let missing = try CLI.execute(["migrate", bundles[0].string, "--migrations", directory.appending("nope").string])
+        let missing = try Docconvert.run(["migrate", bundles[0].string, "--migrations", directory.appending("nope").string])
         #expect(missing.status == 66)
         #expect(try contents(bundles) == before)
     }

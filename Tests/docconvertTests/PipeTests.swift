@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import SystemPackage
+import TestSupport
 import Testing
 
 /// `CLI.execute` itself: a command that fills its error pipe before it finishes its output still ends.
@@ -11,7 +12,7 @@ struct PipeTests {
         let directory = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
         let good = directory.appending("Good.mdz").string
-        #expect(try CLI.execute(["create", good]).status == 0)
+        #expect(try Docconvert.run(["create", good]).status == 0)
         let padding = String(repeating: "x", count: 80)
         let missing = (0..<3_000).map { directory.appending("missing-\(padding)-\($0).mdz").string }
 
@@ -20,7 +21,7 @@ struct PipeTests {
         nonisolated(unsafe) var failure: (any Error)?
         let done = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
-            do { result = try CLI.execute(["verify"] + missing + [good]) } catch { failure = error }
+            do { result = try Docconvert.run(["verify"] + missing + [good]) } catch { failure = error }
             done.signal()
         }
         guard done.wait(timeout: .now() + 60) == .success else {

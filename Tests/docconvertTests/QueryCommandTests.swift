@@ -1,27 +1,14 @@
 import Foundation
 import SystemPackage
+import TestSupport
 import Testing
 
 @Suite("docconvert query")
 struct QueryCommandTests {
-    /// Runs python3 with `script` and `arguments`; its standard output.
-    private func python(_ script: String, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script] + arguments
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
-        return String(decoding: data, as: UTF8.self)
-    }
-
     /// A 2 MiB store (rows of text and random blobs) as a bundle, deflated with restart points.
     private func makeBundle(in directory: FilePath) throws -> (bundle: String, store: String) {
         let store = directory.appending("store.sqlite").string
-        _ = try python("""
+        _ = try Python.run("""
             import os, random, sqlite3, sys
             db = sqlite3.connect(sys.argv[1])
             db.execute('CREATE TABLE note(id INTEGER PRIMARY KEY, title TEXT, score REAL, payload BLOB)')
@@ -32,7 +19,7 @@ struct QueryCommandTests {
             db.commit()
             """, [store])
         let bundle = directory.appending("Doc.mdz").string
-        let created = try CLI.execute(["create", bundle, "--from", store])
+        let created = try Docconvert.run(["create", bundle, "--from", store])
         #expect(created.status == 0, "\(created.stderr)")
         return (bundle, store)
     }
@@ -43,10 +30,10 @@ struct QueryCommandTests {
         defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
         let (bundle, store) = try makeBundle(in: directory)
         let sql = "SELECT id, title, score, length(payload) AS size FROM note WHERE id % 97 = 1 ORDER BY id"
-        let text = try CLI.execute(["query", bundle, sql])
+        let text = try Docconvert.run(["query", bundle, sql])
         #expect(text.status == 0, "\(text.stderr)")
         #expect(text.stderr.isEmpty, "read in place, no notice: \(text.stderr)")
-        let expected = try python("""
+        let expected = try Python.run("""
             import sqlite3, sys
             db = sqlite3.connect(sys.argv[1])
             print('id\\ttitle\\tscore\\tsize')
@@ -55,14 +42,14 @@ struct QueryCommandTests {
             """, [store, sql])
         #expect(text.stdout == expected)
 
-        let json = try CLI.execute(["query", "--json", bundle, "SELECT id, payload FROM note WHERE id = 5"])
+        let json = try Docconvert.run(["query", "--json", bundle, "SELECT id, payload FROM note WHERE id = 5"])
         #expect(json.status == 0, "\(json.stderr)")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
         #expect(object["access"] as? String == "segments")
         #expect(object["columns"] as? [String] == ["id", "payload"])
         let row = try #require((object["rows"] as? [[Any]])?.first)
         let blob = try #require((row[1] as? [String: String])?["base64"]).utf8
-        let payload = try python("""
+        let payload = try Python.run("""
             import base64, sqlite3, sys
             print(base64.b64encode(sqlite3.connect(sys.argv[1]).execute('SELECT payload FROM note WHERE id = 5').fetchone()[0]).decode(), end='')
             """, [store])
@@ -74,11 +61,11 @@ struct QueryCommandTests {
         let directory = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
         let (bundle, _) = try makeBundle(in: directory)
-        let syntax = try CLI.execute(["query", bundle, "SELEC nothing"])
+        let syntax = try Docconvert.run(["query", bundle, "SELEC nothing"])
         #expect(syntax.status == 64 && syntax.stderr.hasPrefix("error: \(bundle): SQLite refused the query: "), "\(syntax)")
-        let write = try CLI.execute(["query", bundle, "DELETE FROM note"])
+        let write = try Docconvert.run(["query", bundle, "DELETE FROM note"])
         #expect(write.status == 64, "\(write)")
-        let missing = try CLI.execute(["query", directory.appending("None.mdz").string, "SELECT 1"])
+        let missing = try Docconvert.run(["query", directory.appending("None.mdz").string, "SELECT 1"])
         #expect(missing.status == 66, "\(missing)")
 
         // > A byte in the middle of the bundle's store data, flipped: the segment holding it is refused.
@@ -86,7 +73,7 @@ struct QueryCommandTests {
         bytes[bytes.count / 2] ^= 0x20
         let damaged = directory.appending("Damaged.mdz").string
         try Data(bytes).write(to: URL(fileURLWithPath: damaged))
-        let scan = try CLI.execute(["query", damaged, "SELECT sum(length(payload)) FROM note"])
+        let scan = try Docconvert.run(["query", damaged, "SELECT sum(length(payload)) FROM note"])
         #expect(scan.status == 65, "\(scan)")
         #expect(scan.stderr.contains("StoreContent/persistentStore: segment "), "\(scan.stderr)")
         #expect(!scan.stdout.contains("\n2"), "no sum is printed: \(scan.stdout)")
@@ -98,14 +85,14 @@ struct QueryCommandTests {
         defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
         let (bundle, _) = try makeBundle(in: directory)
         let repacked = directory.appending("Repacked.mdz").string
-        _ = try python("""
+        _ = try Python.run("""
             import sys, zipfile
             with zipfile.ZipFile(sys.argv[1]) as source, zipfile.ZipFile(sys.argv[2], 'w') as target:
                 for info in source.infolist():
                     method = zipfile.ZIP_STORED if info.filename == 'mimetype' else zipfile.ZIP_DEFLATED
                     target.writestr(info.filename, source.read(info.filename), compress_type=method)
             """, [bundle, repacked])
-        let result = try CLI.execute(["query", "--json", repacked, "SELECT count(*) FROM note"])
+        let result = try Docconvert.run(["query", "--json", repacked, "SELECT count(*) FROM note"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.isEmpty, "\(result.stderr)")
         #expect(result.stdout.contains("\"access\":\"segments\"") && result.stdout.contains("[4000]"), "\(result.stdout)")

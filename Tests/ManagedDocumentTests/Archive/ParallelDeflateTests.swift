@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import SystemPackage
+import TestSupport
 import Testing
 @testable import ManagedDocument
 

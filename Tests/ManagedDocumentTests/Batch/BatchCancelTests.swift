@@ -4,6 +4,7 @@ import Synchronization
 import SystemPackage
 import Testing
 import ManagedDocument
+import TestSupport
 
 /// Cancelling a batch through the public API, from another thread, while its walk waits for room in a full queue.
 @Suite("batch cancel")

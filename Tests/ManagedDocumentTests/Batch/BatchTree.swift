@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import LegacySamples
 import SystemPackage
+import TestSupport
 @testable import ManagedDocument
 
 /// A generated tree for batch tests: every kind of legacy store (the five samples per group, in nested folders),

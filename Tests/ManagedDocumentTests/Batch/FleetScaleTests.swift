@@ -4,6 +4,7 @@ import Synchronization
 import SystemPackage
 import Testing
 import ManagedDocument
+import TestSupport
 
 /// The fleet at scale, through the command and the public API: plans walked once, the streaming merge of shard
 /// reports, and the history of runs killed before they wrote their report.
@@ -11,26 +12,8 @@ import ManagedDocument
 struct FleetScaleTests {
     /// `docconvert` with any subcommand, both pipes drained at once.
     static func docconvert(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: builtProduct("docconvert"))
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment
-            .filter { !$0.key.hasPrefix("SLURM_") && $0.key != "JOB_COMPLETION_INDEX" && $0.key != "DOCCONVERT_SHARD_COUNT" }
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let group = DispatchGroup()
-        nonisolated(unsafe) var stderr = Data()
-        group.enter()
-        DispatchQueue.global().async {
-            stderr = err.fileHandleForReading.readDataToEndOfFile()
-            group.leave()
-        }
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+        try Docconvert.run(arguments, environment: ProcessInfo.processInfo.environment
+            .filter { !$0.key.hasPrefix("SLURM_") && $0.key != "JOB_COMPLETION_INDEX" && $0.key != "DOCCONVERT_SHARD_COUNT" })
     }
 
     /// Every path under `root`, relative, sorted.

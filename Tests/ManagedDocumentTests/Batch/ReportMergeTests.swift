@@ -3,6 +3,7 @@ import Synchronization
 import SystemPackage
 import Testing
 import ManagedDocument
+import TestSupport
 
 /// `docconvert merge-reports` and ``BatchReportMerger``: the merge rules on real and on crafted report sets, its memory
 /// with many items, and the salvage of a run killed before it wrote its report.

@@ -1,5 +1,6 @@
 import Foundation
 import SystemPackage
+import TestSupport
 import Testing
 @testable import ManagedDocument
 
@@ -12,7 +13,7 @@ struct AtomicityTests {
             let target = directory.appending("Doc.mdz")
             // How long an uninterrupted write takes, to spread the kills over it.
             let started = Date()
-            let first = try run(docconvertBinary, ["create", target.string, "--from", source.string, "--level", "6"])
+            let first = try run(Docconvert.binary, ["create", target.string, "--from", source.string, "--level", "6"])
             #expect(first.status == 0, "\(first.output)")
             let duration = Date().timeIntervalSince(started)
             let original = try Fixtures.bytes(of: target)
@@ -22,7 +23,7 @@ struct AtomicityTests {
             var outcomes = (absent: 0, complete: 0)
             for trial in 0..<50 {
                 let process = Process()
-                process.executableURL = URL(fileURLWithPath: docconvertBinary)
+                process.executableURL = URL(fileURLWithPath: Docconvert.binary)
                 process.arguments = ["create", target.string, "--from", source.string, "--level", "6"]
                 process.standardOutput = FileHandle.nullDevice
                 process.standardError = FileHandle.nullDevice

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import SystemPackage
+import TestSupport
 import Testing
 @testable import ManagedDocument
 

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import GRDB
 import SystemPackage
+import TestSupport
 import Testing
 @testable import ManagedDocument
 

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import LegacySamples
 import SystemPackage
+import TestSupport
 import Testing
 @testable import ManagedDocument
 

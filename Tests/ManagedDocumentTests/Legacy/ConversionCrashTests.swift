@@ -1,6 +1,7 @@
 import Foundation
 import LegacySamples
 import SystemPackage
+import TestSupport
 import Testing
 @testable import ManagedDocument
 
@@ -15,7 +16,7 @@ struct ConversionCrashTests {
             try FileManager.default.createDirectory(atPath: probe.string, withIntermediateDirectories: true)
             try LegacySamples.makeTimeStore(in: probe)
             let started = Date()
-            #expect(try run(docconvertBinary, ["convert", probe.appending("minimalTime.sqlite").string]).status == 0)
+            #expect(try run(Docconvert.binary, ["convert", probe.appending("minimalTime.sqlite").string]).status == 0)
             let duration = Date().timeIntervalSince(started)
 
             var outcomes: [String: Int] = [:]
@@ -29,7 +30,7 @@ struct ConversionCrashTests {
                 let expected = try Fixtures.digestsAsSQLiteReads(source)
 
                 let process = Process()
-                process.executableURL = URL(fileURLWithPath: docconvertBinary)
+                process.executableURL = URL(fileURLWithPath: Docconvert.binary)
                 process.arguments = ["convert", source.string, "--legacy", "backup"]
                 process.standardOutput = FileHandle.nullDevice
                 process.standardError = FileHandle.nullDevice
@@ -52,7 +53,7 @@ struct ConversionCrashTests {
                 outcomes[hasBundle ? (hasLegacy ? "both" : "bundle") : "legacy", default: 0] += 1
 
                 // Running the same command again finishes the job.
-                let rerun = try run(docconvertBinary, ["convert", source.string, "--legacy", "backup"])
+                let rerun = try run(Docconvert.binary, ["convert", source.string, "--legacy", "backup"])
                 #expect(rerun.status == 0, "trial \(trial): \(rerun.output)")
                 #expect(try Fixtures.bundleDigests(bundle) == expected, "trial \(trial): final bundle")
                 #expect(!FileSystem.isRegularFile(source), "trial \(trial): legacy store not moved to the backup")

@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import LegacySamples
 import SystemPackage
+import TestSupport
 import Testing
 @testable import ManagedDocument
 

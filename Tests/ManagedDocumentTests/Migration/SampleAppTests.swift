@@ -4,6 +4,7 @@ import GRDB
 import LegacySamples
 import SampleApps
 import SystemPackage
+import TestSupport
 import Testing
 @testable import ManagedDocument
 
@@ -258,17 +259,7 @@ struct SampleAppTests {
 enum SampleExecutable {
     static func run(_ name: String, _ arguments: [String], environment: [String: String] = [:])
         throws -> (status: Int32, stdout: String, stderr: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: builtProduct(name))
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+        try execute(builtProduct(name), arguments,
+                    environment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
     }
 }

@@ -1,6 +1,12 @@
+// Segment reuse at the writer. Every test here needs the library's internals (`BundleWriter.stage` with a
+// `SegmentLoan`, `FileIdentity`, `BundleReader.extractVerifying`), so they stay in this target; the same behaviour
+// through the public API (`Document.save`, `lastSave`) is in Tests/DocumentAppTests/Saving/IncrementalSaveTests.swift
+// and AutosaveTests.swift.
+
 import Foundation
 import GRDB
 import SystemPackage
+import TestSupport
 import Testing
 @testable import ManagedDocument
 

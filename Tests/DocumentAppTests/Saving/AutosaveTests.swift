@@ -1,8 +1,12 @@
+// Saving, from an app's side (the public API only). Incremental saves: IncrementalSaveTests.swift beside this file;
+// segment reuse at the writer, which needs the library's internals: Tests/ManagedDocumentTests/Saving/SegmentReuseTests.swift.
+
 import Foundation
 import GRDB
 import ManagedDocument
 import Synchronization
 import SystemPackage
+import TestSupport
 import Testing
 
 /// The states a document goes through, collected from `stateChanges` as an app's observer would see them.
@@ -46,7 +50,7 @@ private func noteCount(_ bundle: FilePath, folder: FilePath) async throws -> Int
 struct AutosaveTests {
     @Test("a change is saved by itself, observed through stateChanges, and the bundle holds it")
     func savesBySelf() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             var options = appOptions(folder)
             options.autosaveInterval = 0.1
@@ -72,7 +76,7 @@ struct AutosaveTests {
 
     @Test("a failed autosave is savingFailed with its error, tried again with backoff, and saved once the cause is gone")
     func retriesAfterFailure() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             var options = appOptions(folder)
             options.autosaveInterval = 0.05
@@ -110,7 +114,7 @@ struct AutosaveTests {
 
     @Test("explicit saves and edits beside autosaves: never two saves at once, nothing lost, close saves the rest")
     func besideExplicitSaves() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             var options = appOptions(folder)
             options.autosaveInterval = 0.02
@@ -135,7 +139,7 @@ struct AutosaveTests {
 
     @Test("an interval that is not a positive number of seconds is refused before anything is opened")
     func invalidInterval() async throws {
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             for interval in [0, -1, Double.nan, Double.infinity] {
                 var options = appOptions(folder)
                 options.autosaveInterval = interval

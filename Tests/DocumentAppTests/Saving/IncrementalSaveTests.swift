@@ -1,7 +1,11 @@
+// Saving, from an app's side (the public API only). Autosave: AutosaveTests.swift beside this file; segment reuse at
+// the writer, which needs the library's internals: Tests/ManagedDocumentTests/Saving/SegmentReuseTests.swift.
+
 import Foundation
 import GRDB
 import ManagedDocument
 import SystemPackage
+import TestSupport
 import Testing
 
 /// Text that deflates as an app's rows do (words), different for every row.
@@ -10,16 +14,6 @@ private func words(_ count: Int, _ generator: inout SeededGenerator) -> String {
                       "project", "review", "travel", "market", "letter", "window", "coffee", "signal", "paper"]
     return (0..<count).map { _ in vocabulary[Int(generator.next() % UInt64(vocabulary.count))] + "\(generator.next() % 97)" }
         .joined(separator: " ")
-}
-
-/// The `docconvert` built beside this test bundle, or in `.build/debug`; `nil` when there is none.
-private var docconvert: String? {
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
-    let candidates = [CommandLine.arguments.first { $0.contains(".xctest") }.map {
-        URL(fileURLWithPath: $0).deletingLastPathComponent().appendingPathComponent("docconvert").path
-    }, root.appendingPathComponent(".build/debug/docconvert").path].compactMap { $0 }
-    return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
 }
 
 /// Creates a `note` table holding `rows`, and saves.
@@ -33,7 +27,8 @@ private func addNotes(_ rows: [String], to document: Document) async throws {
 
 /// Checks a bundle the ways a user would: `docconvert verify --full`, `unzip -t`, python's `zipfile`.
 private func checkWithTools(_ bundle: FilePath) throws {
-    if let docconvert {
+    let docconvert = Docconvert.binary
+    if FileManager.default.isExecutableFile(atPath: docconvert) {
         let verified = try run(docconvert, ["verify", bundle.string])
         #expect(verified.status == 0, "docconvert verify: \(verified.output)")
     }
@@ -50,7 +45,7 @@ struct IncrementalSaveTests {
         let seed = UInt64(ProcessInfo.processInfo.environment["INCREMENTAL_SAVE_SEED"] ?? "") ?? 20261125
         let batches = Int(ProcessInfo.processInfo.environment["INCREMENTAL_SAVE_BATCHES"] ?? "") ?? 40
         var generator = SeededGenerator(seed: seed)
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             let document = try await Document.open(at: bundle, options: appOptions(folder))
             let reference = try DatabaseQueue(path: folder.appending("reference.sqlite").string)
@@ -141,7 +136,7 @@ struct IncrementalSaveTests {
     @Test("a bundle replaced or touched on disk since this open read it is never reused: the save is full")
     func replacedBundleIsNotReused() async throws {
         var generator = SeededGenerator(seed: 7)
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             let document = try await Document.open(at: bundle, options: appOptions(folder))
             let rows = (0..<300).map { _ in words(400, &generator) }
@@ -181,7 +176,7 @@ struct IncrementalSaveTests {
     @Test("a revert, then a save, reuses the reverted bundle; a stored document saves whole")
     func revertThenSaveAndStored() async throws {
         var generator = SeededGenerator(seed: 11)
-        try await withScratchFolder { folder in
+        try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             let document = try await Document.open(at: bundle, options: appOptions(folder))
             let rows = (0..<300).map { _ in words(400, &generator) }

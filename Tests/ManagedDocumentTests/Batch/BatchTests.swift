@@ -196,11 +196,12 @@ struct BatchTests {
             #expect(try mergedReport.outcomes() == tree.expectedOutcomes)
             try checkConverted(tree, report: mergedReport)
 
-            // Two workers given the same (whole) tree at once: the document locks keep them apart.
+            // Two workers given the same (whole) tree at once: the document locks keep them apart. Each waits as long
+            // as a loaded machine may take to convert an item the other holds (the default 5 s is an operator's choice).
             let second = directory.appending("second")
             let twin = try BatchTree(in: second, groups: 12)
             let pair = try (0..<2).map { index in
-                try BatchProcess([second.string, "--jobs", "2", "--quiet", "--shard", "0/1",
+                try BatchProcess([second.string, "--jobs", "2", "--quiet", "--shard", "0/1", "--busy-timeout", "120",
                                   "--report", directory.appending("twin-\(index).json").string])
             }
             for worker in pair { #expect(worker.finish().status == 65) }

@@ -464,12 +464,15 @@ extension Array where Element == UInt8 {
     }
 }
 
-/// DOS date and time (APPNOTE 4.4.6), as zip stores a modification time.
+/// DOS date and time (APPNOTE 4.4.6), as zip stores a modification time: years 1980 to 2107, so a time outside
+/// them is clamped to the nearest end (`Date.distantFuture` is written as the last day of 2107, never a trap).
 func dosDateTime(secondsSince1970 seconds: Int64) -> (time: UInt16, date: UInt16) {
+    if seconds < 315_532_800 { return (0, 0x21) }  // before 1980-01-01: the first DOS day
+    if seconds >= 4_354_819_200 { return (0xBF7D, 0xFF9F) }  // 2108-01-01 or later: 2107-12-31 23:59:58
     var t = time_t(seconds)
     var parts = tm()
     gmtime_r(&t, &parts)
-    let year = max(Int(parts.tm_year) + 1900, 1980)
+    let year = Int(parts.tm_year) + 1900
     let date = UInt16((year - 1980) << 9 | (Int(parts.tm_mon) + 1) << 5 | Int(parts.tm_mday))
     let time = UInt16(Int(parts.tm_hour) << 11 | Int(parts.tm_min) << 5 | Int(parts.tm_sec) / 2)
     return (time, date)

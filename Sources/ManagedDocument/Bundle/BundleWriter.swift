@@ -45,7 +45,9 @@ public struct WritingOptions: Sendable, Equatable {
 
     /// Default: deflate at ``defaultDeflateLevel``.
     public var compression: Compression = .deflate
-    /// The entries' modification time. Default: now.
+    /// The entries' modification time, and the metadata's `modifiedAt`. Default: now. A time outside the years 0
+    /// to 9999 (or not a number) is refused by the write that is given it (``DocumentError/Code/invalidArgument``);
+    /// the zip headers, which hold 1980 to 2107, get the nearest end of their range.
     public var modificationTime: Date?
     /// How many threads deflate one large entry (1 MiB or more) at once. Default: the cores this process may use,
     /// at most 8. Such an entry is one deflate stream cut into slices that end at sync points and restart every
@@ -77,7 +79,15 @@ public struct WritingOptions: Sendable, Equatable {
             throw DocumentError(.invalidArgument, path: target,
                                 reason: "compressionThreads is \(compressionThreads); give 0 (the calling thread) or more; nothing was written")
         }
+        if let time = modificationTime?.timeIntervalSince1970, !Self.writableTimes.contains(time) {
+            throw DocumentError(.invalidArgument, path: target,
+                                reason: "modificationTime is \(time) seconds since 1970, outside the years 0 to 9999 that the metadata's ISO 8601 dates hold; nothing was written")
+        }
     }
+
+    /// The modification times the metadata can record (`modifiedAt`, ISO 8601 with four-digit years): from
+    /// 0000-01-01T00:00:00Z to 9999-12-31T23:59:59Z (`Date.distantPast` and `Date.distantFuture` included), in seconds since 1970. NaN and the infinities lie outside.
+    static let writableTimes: ClosedRange<Double> = -62_167_219_200 ... 253_402_300_799
 
     var deflateLevel: Int {
         switch compression {
@@ -204,7 +214,7 @@ public enum BundleWriter {
         // > From here on, an error drops `atomic`, which removes the temporary.
         let writer = try ArchiveWriter(descriptor: atomic.descriptor, path: target, mediaType: metadata.mediaType,
                                        deflateLevel: options.deflateLevel,
-                                       modificationTime: Int64(now.timeIntervalSince1970),
+                                       modificationTime: Self.seconds(since1970: now),
                                        forcesZIP64: options.forcesZIP64,
                                        compressionThreads: options.compressionThreads)
         let compress = options.deflateLevel > 0
@@ -244,6 +254,14 @@ public enum BundleWriter {
             try written.verifyEntries(checkingSegments: false)  // written from the bytes the store's SHA-256 covers
         }
         return Staged(metadata: written.metadata, report: report, atomic: atomic)
+    }
+
+    /// Whole seconds since 1970, clamped to what 64 bits hold (an app's `modificationTime` is any `Date`, even
+    /// `Date(timeIntervalSince1970: .infinity)`; the zip fields clamp again to their own ranges).
+    static func seconds(since1970 date: Date) -> Int64 {
+        let seconds = date.timeIntervalSince1970.rounded(.down)
+        if seconds.isNaN { return 0 }
+        return seconds >= 0x1p63 ? .max : seconds < -0x1p63 ? .min : Int64(seconds)
     }
 
     /// Adds the store: reusing the replaced bundle's unchanged segments when `reusing` allows it, whole otherwise.

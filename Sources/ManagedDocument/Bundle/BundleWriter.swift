@@ -256,6 +256,17 @@ public enum BundleWriter {
         return Staged(metadata: written.metadata, report: report, atomic: atomic)
     }
 
+    /// Refuses an existing `target` before any work (unless replacing it), and makes the scratch folder beside it
+    /// where the new store is made; the folder goes when the returned value does.
+    private static func prepareCreating(_ target: FilePath, replacingExisting: Bool)
+    throws -> (scratch: ScratchDirectory, store: FilePath) {
+        if !replacingExisting, try FileSystem.exists(target) {
+            throw DocumentError(.alreadyExists, path: target, reason: "already exists; choose another name or remove it first")
+        }
+        let scratch = try ScratchDirectory(besides: target)
+        return (scratch, scratch.path.appending("persistentStore"))
+    }
+
     /// Whole seconds since 1970, clamped to what 64 bits hold (an app's `modificationTime` is any `Date`, even
     /// `Date(timeIntervalSince1970: .infinity)`; the zip fields clamp again to their own ranges).
     static func seconds(since1970 date: Date) -> Int64 {
@@ -328,11 +339,8 @@ public enum BundleWriter {
     public static func createEmptyDocument(at target: FilePath, metadata: DocumentMetadata = DocumentMetadata(),
                                            replacingExisting: Bool = false,
                                            options: WritingOptions = WritingOptions()) throws -> DocumentMetadata {
-        if !replacingExisting, try FileSystem.exists(target) {
-            throw DocumentError(.alreadyExists, path: target, reason: "already exists; choose another name or remove it first")
-        }
-        let scratch = try ScratchDirectory(besides: target)
-        let store = scratch.path.appending("persistentStore")
+        let (scratch, store) = try prepareCreating(target, replacingExisting: replacingExisting)
+        defer { withExtendedLifetime(scratch) {} }  // the folder holds the store until the bundle is written
         do {
             let queue = try DatabaseQueue(path: store.string)
             try queue.writeWithoutTransaction { db in
@@ -448,11 +456,8 @@ extension BundleWriter {
                                       metadata: DocumentMetadata = DocumentMetadata(),
                                       replacingExisting: Bool = false,
                                       options: WritingOptions = WritingOptions()) throws -> DocumentMetadata {
-        if !replacingExisting, try FileSystem.exists(target) {
-            throw DocumentError(.alreadyExists, path: target, reason: "already exists; choose another name or remove it first")
-        }
-        let scratch = try ScratchDirectory(besides: target)
-        let store = scratch.path.appending("persistentStore")
+        let (scratch, store) = try prepareCreating(target, replacingExisting: replacingExisting)
+        defer { withExtendedLifetime(scratch) {} }  // the folder holds the store until the bundle is written
         _ = try StoreConsolidator.consolidate(source, into: store)
         return try write(BundleContent(store: store), metadata: metadata, to: target,
                          replacingExisting: replacingExisting, options: options)

@@ -149,10 +149,7 @@ public struct BatchReport: Codable, Sendable, Equatable {
             for item in previous.items { bySource[item.source] = item }
             earlier = previous.recordedAttempts
         }
-        for item in items {
-            if let old = bySource[item.source], old.outcome == .converted, item.outcome != .converted { continue }
-            bySource[item.source] = item
-        }
+        for item in items { bySource[item.source] = Self.kept(earlier: bySource[item.source], later: item) }
         result.items = bySource.keys.sorted().map { bySource[$0]! }
         result.attempts = earlier + [attempt]
         var totals = BatchSummary()
@@ -161,6 +158,14 @@ public struct BatchReport: Codable, Sendable, Equatable {
         totals.interrupted = summary.interrupted
         result.summary = totals
         return result
+    }
+
+    /// The entry a shard's report keeps for an item that an earlier run and a later one both saw: the later one's,
+    /// except that a `converted` entry is never replaced by a later attempt's other outcome (`skipped-already-done`,
+    /// a failure). The in-memory merge above and the streaming one (`ReportComposer`) both ask it.
+    static func kept(earlier: BatchItem?, later: BatchItem) -> BatchItem {
+        if let earlier, earlier.outcome == .converted, later.outcome != .converted { return earlier }
+        return later
     }
 
     /// The report's bytes: ``signature`` first, then the fields with sorted keys, one item per line.

@@ -78,8 +78,7 @@ enum ReportComposer {
                 try advance(found.report)
                 entry = heap.peek().flatMap { $0.item.source == head.item.source ? heap.pop() : nil }
             }
-            // > A `converted` entry is never replaced by a later attempt's `skipped-already-done`.
-            let kept = earlier?.outcome == .converted && current?.outcome != .converted ? earlier! : (current ?? earlier!)
+            let kept = current.map { BatchReport.kept(earlier: earlier, later: $0) } ?? earlier!
             try output.write(Data((totals.items == 0 ? "\n" : ",\n").utf8) + (try BatchReport.encoder.encode(kept)))
             totals.add(kept)
         }

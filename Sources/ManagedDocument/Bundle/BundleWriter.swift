@@ -133,11 +133,14 @@ public enum BundleWriter {
         let metadata: DocumentMetadata
         /// How the store was written: whole, or reusing the replaced bundle's segments.
         let report: SaveReport
+        /// Bytes of the bundle, as verified.
+        let fileSize: Int64
         private let atomic: AtomicFile
 
-        fileprivate init(metadata: DocumentMetadata, report: SaveReport, atomic: AtomicFile) {
+        fileprivate init(metadata: DocumentMetadata, report: SaveReport, fileSize: Int64, atomic: AtomicFile) {
             self.metadata = metadata
             self.report = report
+            self.fileSize = fileSize
             self.atomic = atomic  // its deinit removes the temporary unless committed
         }
 
@@ -244,7 +247,7 @@ public enum BundleWriter {
         } else {
             try written.verifyEntries(checkingSegments: false)  // written from the bytes the store's SHA-256 covers
         }
-        return Staged(metadata: written.metadata, report: report, atomic: atomic)
+        return Staged(metadata: written.metadata, report: report, fileSize: Int64(written.fileSize), atomic: atomic)
     }
 
     /// Adds the store: reusing the replaced bundle's unchanged segments when `reusing` allows it, whole otherwise.

@@ -615,13 +615,18 @@ public final class BatchConverter: Sendable {
         var target = store.defaultBundlePath
         var item = BatchItem(source: relative, kind: store.isPackage ? .legacyStore(.uiManagedDocumentPackage) : .sqliteStore,
                              outcome: .failed, bundle: self.relative(target))
-        item.bytesIn = Self.sourceBytes(store)
+        // > The source's bytes are measured only for an item the conversion does not report on (its report has them).
+        func unconverted(_ item: BatchItem) -> (BatchItem, FilePath?) {
+            var item = item
+            item.bytesIn = Self.sourceBytes(store)
+            return (item, nil)
+        }
         if options.dryRun {
             if let alternative = Self.alternativeTarget(for: store, ifTaken: target) { target = alternative }
             item.bundle = self.relative(target)
             let earlier = try? BundleReader(at: target).metadata.provenance
             item.outcome = earlier?.fileName == name ? .alreadyDone : .wouldConvert
-            return (item, nil)
+            return unconverted(item)
         }
         var locks: [DocumentLock] = []
         defer { for lock in locks { lock.release() } }
@@ -646,16 +651,16 @@ public final class BatchConverter: Sendable {
             } else {
                 item.error = failure(error)
             }
-            return (item, nil)
+            return unconverted(item)
         } catch {
             item.error = .init(code: .ioFailure, message: "\(self.relative(target)): \(DocumentError.summary(of: error))")
-            return (item, nil)
+            return unconverted(item)
         }
         starting(relative)
         do {
-            // Detected again under the lock: another worker may have converted and moved it meanwhile.
+            // Looked at again under the lock: another worker may have converted and moved it meanwhile.
             let report = try LegacyConverter(options: options.conversion, logger: logger)
-                .convert(storeAt: store.source, to: target)
+                .convert(detected: store, to: target)
             item.outcome = report.outcome == .converted ? .converted : .alreadyDone
             item.kind = .legacyStore(report.kind)
             item.bytesIn = report.sourceBytes
@@ -671,10 +676,10 @@ public final class BatchConverter: Sendable {
         } catch let error as DocumentError {
             item.outcome = error.code == .storeBusy ? .busy : .failed
             item.error = failure(error)
-            return (item, nil)
+            return unconverted(item)
         } catch {
             item.error = .init(code: .ioFailure, message: "\(relative): \(DocumentError.summary(of: error))")
-            return (item, nil)
+            return unconverted(item)
         }
         for lock in locks { lock.release() }
         locks = []

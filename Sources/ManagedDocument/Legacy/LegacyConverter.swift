@@ -153,6 +153,19 @@ public struct LegacyConverter: Sendable {
         }
     }
 
+    /// Converts a store a walk detected earlier (``LegacyDetector/detect(at:)``), now that the caller holds the
+    /// document's lock: it is looked at again only as far as it can have changed since. Gone (another worker
+    /// converted it and disposed of it meanwhile), no longer a regular file, or a package: as
+    /// ``convert(storeAt:to:)``. Otherwise its sidecars and support folder are grouped again, and its first bytes are
+    /// read once more by the snapshot, under SQLite's lock (``DocumentError/Code/notSQLite`` when it is no longer a
+    /// SQLite file).
+    func convert(detected legacy: LegacyStore, to bundle: FilePath) throws -> ConversionReport {
+        guard !legacy.isPackage, let status = try FileSystem.status(legacy.store), status.kind == .regular else {
+            return try convert(storeAt: legacy.source, to: bundle)
+        }
+        return try convert(LegacyDetector.group(store: legacy.store, source: legacy.source, isPackage: false), to: bundle)
+    }
+
     /// Converts a detected legacy store into a bundle at `bundle` (default: beside it, with the `.mdz` extension).
     ///
     /// - Throws: ``DocumentError``: ``DocumentError/Code/storeBusy`` (in use past the timeout),
@@ -181,7 +194,7 @@ public struct LegacyConverter: Sendable {
         var snapshot = try SourceSnapshot.capture(legacy, into: scratch, inPlaceAllowed: immutableURI != nil,
                                                   busyTimeout: options.busyTimeout)
         defer { snapshot.release() }
-        var storeSize = (try FileSystem.status(snapshot.store))?.size ?? 0
+        var storeSize = snapshot.storeSize
         var inPlace: Recovered?
         if snapshot.isInPlace, let immutableURI {
             inPlace = try inspectInPlace(legacy.store, uri: immutableURI,
@@ -190,7 +203,7 @@ public struct LegacyConverter: Sendable {
                 snapshot.release()
                 snapshot = try SourceSnapshot.capture(legacy, into: scratch, inPlaceAllowed: false,
                                                       busyTimeout: options.busyTimeout)
-                storeSize = (try FileSystem.status(snapshot.store))?.size ?? 0
+                storeSize = snapshot.storeSize
             }
         }
         let (checked, check) = try checkStore(legacy, copy: snapshot.store, inPlace: inPlace,
@@ -230,7 +243,7 @@ public struct LegacyConverter: Sendable {
         return ConversionReport(
             outcome: .converted, source: legacy.source.string, kind: kind,
             bundle: target.string, sourceBytes: provenance.size,
-            bundleBytes: (try FileSystem.status(target))?.size ?? 0, storeSHA256: written.store.sha256,
+            bundleBytes: staged.fileSize, storeSHA256: written.store.sha256,
             rowCounts: recovered.facts.rowCounts, legacyPolicy: options.legacyPolicy,
             backupLocation: disposal.location?.string, disposedFiles: disposal.files, warnings: warnings,
             duration: Date().timeIntervalSince(started), sourceSHA256: provenance.mainFileSHA256)
@@ -262,7 +275,8 @@ public struct LegacyConverter: Sendable {
     private func newMetadata(_ legacy: LegacyStore, kind: LegacyStore.Kind, files: [DocumentMetadata.Entry],
                              recovered: Recovered, packageMetadata: [String: JSONValue]?,
                              warnings: [String]) -> DocumentMetadata {
-        var metadata = DocumentMetadata(mediaType: options.mediaType, model: options.model)
+        var metadata = DocumentMetadata(documentID: FileSystem.randomUUID(), mediaType: options.mediaType,
+                                        model: options.model)
         metadata.provenance = DocumentMetadata.Provenance(
             kind: kind.rawValue,
             fileName: legacy.source.lastComponent?.string ?? legacy.source.string,

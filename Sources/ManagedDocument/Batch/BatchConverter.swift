@@ -211,6 +211,8 @@ public final class BatchConverter: Sendable {
     private let guarded = Mutex<(progress: BatchProgress, cancelled: Bool)>((BatchProgress(), false))
     /// The queues that walks under way fill: ``cancel()`` closes them, so a walk waiting for room stops at once.
     private let walkQueues = Mutex<[BoundedQueue<BatchCandidate>]>([])
+    /// The files the items' document locks are taken with, while conversions run.
+    private let parkedLocks = Mutex<ParkedLockFiles?>(nil)
 
     /// A batch over `root`; nothing happens until ``run(_:)``. `logger` receives one line per item and the run's summary.
     ///
@@ -447,6 +449,14 @@ public final class BatchConverter: Sendable {
         let capacity = max(1, options.queueCapacity ?? options.jobs * 4)
         let queue = walkQueue(capacity: capacity)
         defer { forget(queue) }
+        // > Parked in the root (beside it when the root is one store or a package, which must not get a file inside).
+        let isFolder = FileSystem.isDirectory(root) && !FileSystem.isRegularFile(root.appending("StoreContent/persistentStore"))
+        let locks = ParkedLockFiles(in: isFolder ? root : root.removingLastComponent())
+        parkedLocks.withLock { $0 = locks }
+        defer {
+            parkedLocks.withLock { $0 = nil }
+            locks.close()  // after the workers: every item's lock is released
+        }
 
         // Twice as many threads as jobs, `jobs` of them on the CPU at once: a conversion waiting for its fsync lets
         // another one compute (see CPUTurns).
@@ -687,7 +697,8 @@ public final class BatchConverter: Sendable {
     }
 
     private func lock(_ target: FilePath) throws -> DocumentLock {
-        try DocumentLock(for: target, timeout: options.conversion.busyTimeout, shouldStop: { self.isCancelled })
+        if let lock = parkedLocks.withLock({ $0 })?.lock(for: target) { return lock }
+        return try DocumentLock(for: target, timeout: options.conversion.busyTimeout, shouldStop: { self.isCancelled })
     }
 
     /// `NAME.mdz` (`Notes.db.mdz`) when `STEM.mdz` is a bundle made from another source; `nil` otherwise.

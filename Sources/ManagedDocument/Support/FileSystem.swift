@@ -91,8 +91,15 @@ enum FileSystem {
         }
     }
 
-    /// Opens a folder and `fsync(2)`s it, so that a rename or a new file in it is durable.
+    /// Makes every change made to a folder so far durable (a rename, a new or a removed name): returns once a flush of
+    /// the folder that started after the call has ended, this call's own or one it shares with other threads that
+    /// changed the same folder at about the same time (``FolderFlushes``).
     static func syncDirectory(_ directory: FilePath) throws {
+        try FolderFlushes.sync(directory) { try flushDirectory(directory) }
+    }
+
+    /// Opens a folder and `fsync(2)`s it.
+    private static func flushDirectory(_ directory: FilePath) throws {
         let descriptor: FileDescriptor
         do {
             descriptor = try FileDescriptor.open(directory, .readOnly, options: [.directory, .closeOnExec])

@@ -140,11 +140,10 @@ struct SourceSnapshot {
                                                         sha256: digest.sha256))
                 }
                 keepsMainOpen = true
-                // > The main file's stamp is what the locked descriptor just said (its status and first bytes, read
-                // > under the lock): the file is not opened and read once more.
-                let mainStamp = FileStamp(legacy.store, status: status, head: locked)
-                let walStamp = try FileStamp(FilePath(legacy.store.string + "-wal"), headCount: 32)
-                return SourceSnapshot(files: files, store: legacy.store, lock: main, stamps: [mainStamp, walStamp])
+                // > The main file's stamp is what the locked descriptor just said (status, first bytes): not read again.
+                let stamps = [FileStamp(legacy.store, status: status, head: locked),
+                              try FileStamp(FilePath(legacy.store.string + "-wal"), headCount: 32)]
+                return SourceSnapshot(files: files, store: legacy.store, lock: main, stamps: stamps)
             }
         }
         let directory = try directory()

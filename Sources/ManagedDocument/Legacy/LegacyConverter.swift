@@ -196,10 +196,13 @@ public struct LegacyConverter: Sendable {
         defer { snapshot.release() }
         var storeSize = snapshot.storeSize
         var inPlace: Recovered?
+        var image: StoreImage?  // a small store read in place: read once, checked and packed from memory
         if snapshot.isInPlace, let immutableURI {
+            image = try snapshot.inPlaceImage(atMost: Self.inMemoryLimit)
             inPlace = try inspectInPlace(legacy.store, uri: immutableURI,
-                                         fullCheck: storeSize < Self.backgroundCheckThreshold)
+                                         fullCheck: storeSize < Self.backgroundCheckThreshold, image: image)
             if inPlace == nil {  // SQLite would not open it that way: copied, as any other store
+                image = nil
                 snapshot.release()
                 snapshot = try SourceSnapshot.capture(legacy, into: scratch, inPlaceAllowed: false,
                                                       busyTimeout: options.busyTimeout)
@@ -222,7 +225,7 @@ public struct LegacyConverter: Sendable {
         let staged = try BundleWriter.stage(
             BundleContent(store: snapshot.store, externalData: legacy.externalData, additionalContent: extra.additionalContent),
             metadata: metadata, to: target, options: writingOptions, storeFacts: recovered.facts,
-            permissionsOf: legacy.store,
+            permissionsOf: legacy.store, storeImage: image,
             completingMetadata: { metadata, store in
                 // > Read in place, the main file's SHA-256 is that of the bytes just packed (one read, under the lock).
                 let files = try snapshot.completingMainFile(in: metadata.provenance?.files ?? [], sha256: store.sha256,
@@ -371,6 +374,10 @@ public struct LegacyConverter: Sendable {
     /// Stores at least this large are checked while their bundle is written (see ``CopyCheck``).
     static let backgroundCheckThreshold: Int64 = 4 << 20
 
+    /// Stores read in place up to this size are read once, whole, under the lock: SQLite checks those bytes in memory
+    /// and the bundle packs them (one read instead of one per page and another to pack; 1 MiB per job at most).
+    static let inMemoryLimit: Int64 = 1 << 20
+
     struct Recovered {
         /// The copy's facts: as SQLite read them after recovery, then as the integrity check found them.
         var facts: StoreFacts
@@ -381,9 +388,11 @@ public struct LegacyConverter: Sendable {
     /// Reads a store in place (``SourceSnapshot/isInPlace``, so under the snapshot's lock) through one immutable,
     /// read-only connection: its facts and Core Data metadata, and, with `fullCheck`, `PRAGMA integrity_check`.
     /// `nil` when SQLite cannot open it that way at all (the caller copies it instead).
-    private func inspectInPlace(_ store: FilePath, uri: String, fullCheck: Bool) throws -> Recovered? {
+    /// With `image`, the store's bytes read whole under the lock: SQLite reads them in memory, not the file.
+    private func inspectInPlace(_ store: FilePath, uri: String, fullCheck: Bool, image: StoreImage?) throws -> Recovered? {
         do {
-            let queue = try StoreInspector.openReadOnly(store, isPrivate: true, immutableURI: uri)
+            let queue = try image.map(StoreInspector.openInMemory)
+                ?? StoreInspector.openReadOnly(store, isPrivate: true, immutableURI: uri)
             let recovered = try queue.read { db in
                 if fullCheck {
                     let problems = try StoreInspector.check(db, full: true)

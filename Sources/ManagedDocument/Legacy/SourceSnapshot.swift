@@ -39,6 +39,20 @@ struct SourceSnapshot {
     /// main file is the first of ``files`` either way).
     var storeSize: Int64 { files.first?.size ?? 0 }
 
+    /// The main file's bytes, read whole through the descriptor that holds the lock, when it is read in place and
+    /// holds at most `limit` bytes; `nil` otherwise (the store is then read from the file where it is needed).
+    ///
+    /// - Throws: ``DocumentError/Code/verificationFailed`` when the file does not hold the bytes it held when it was
+    ///   locked (a process that ignores SQLite's locks changed it).
+    func inPlaceImage(atMost limit: Int64) throws -> StoreImage? {
+        guard let lock, storeSize <= limit else { return nil }
+        guard let image = try StoreImage(reading: Int(storeSize), from: lock, path: store) else {
+            throw DocumentError(.verificationFailed, path: store,
+                                reason: "the store changed size while it was locked; nothing was changed, try again")
+        }
+        return image
+    }
+
     /// Lets writers commit again (in place); nothing otherwise.
     mutating func release() {
         try? lock?.close()  // Squash close error of a read-only descriptor; closing drops the lock.

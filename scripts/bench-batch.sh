@@ -13,10 +13,18 @@
 #   BENCH_CASES="..."        cases to run (default: all): ours ours-d6 ours-store shell xargs python copy
 #   BENCH_STATIC_STDLIB=0    build docconvert with the Swift runtime and Foundation as shared libraries (by default
 #                            it is built with --static-swift-stdlib, the way it ships)
+#   BENCH_SCRATCH=PATH       the build's scratch folder (default: .build-batchbench-static, or .build with
+#                            BENCH_STATIC_STDLIB=0), so that the benchmark's build does not collide with another one
+#   BENCH_BIN=PATH           a docconvert binary already built: nothing is built
+#   BENCH_BASE_BIN=PATH      another docconvert (e.g. main's, built into another scratch folder) for the `base` case,
+#                            run alternately with `ours` in every round: a before/after comparison paired in time
+#   BENCH_SYSCALLS=0         skip the system-call count (by default one more run of `ours`, and of `base` when it
+#                            is among the cases, under `strace -c -f` when strace is installed; not timed)
 #
 # Cases, each on a fresh copy of the tree (copied before the timing starts, page cache left warm for all):
 #   ours        docconvert batch ROOT --jobs J --legacy keep --quiet        (consolidate, verify, deflate at the default
 #               level 2 with ISA-L, fsync, rename)
+#   base        the same with BENCH_BASE_BIN (only when it is set)
 #   ours-d6     the same with --level 6 (zlib's level 6, the level the peers use)
 #   ours-store  the same with --compression store
 #   shell       for each store: sqlite3 .backup to a temporary file, zip -q -6 it, rm     (one at a time)
@@ -49,11 +57,26 @@ done
 
 source "$root/scripts/bench-common.sh"
 
-build_flags=()
-if [[ $STATIC == 1 ]]; then build_flags=(--static-swift-stdlib --scratch-path "$root/.build-batchbench-static"); fi
-log "building docconvert (release${build_flags[*]:+, static Swift standard library})"
-swift build -c release --product docconvert "${build_flags[@]}" >&2
-BIN="$(swift build -c release "${build_flags[@]}" --show-bin-path)/docconvert"
+if [[ -n ${BENCH_BIN:-} ]]; then
+    BIN=$(cd "$(dirname "$BENCH_BIN")" && pwd)/$(basename "$BENCH_BIN")
+    [[ -x $BIN ]] || { echo "BENCH_BIN: no executable at $BENCH_BIN" >&2; exit 66; }
+    log "using $BIN (BENCH_BIN; not built)"
+else
+    build_flags=()
+    if [[ $STATIC == 1 ]]; then
+        build_flags=(--static-swift-stdlib --scratch-path "${BENCH_SCRATCH:-$root/.build-batchbench-static}")
+    elif [[ -n ${BENCH_SCRATCH:-} ]]; then
+        build_flags=(--scratch-path "$BENCH_SCRATCH")
+    fi
+    log "building docconvert (release${build_flags[*]:+, ${build_flags[*]}})"
+    swift build -c release --product docconvert "${build_flags[@]}" >&2
+    BIN="$(swift build -c release "${build_flags[@]}" --show-bin-path)/docconvert"
+fi
+BASE_BIN=${BENCH_BASE_BIN:-}
+if [[ -n $BASE_BIN ]]; then
+    BASE_BIN=$(cd "$(dirname "$BASE_BIN")" && pwd)/$(basename "$BASE_BIN")
+    [[ -x $BASE_BIN ]] || { echo "BENCH_BASE_BIN: no executable at $BENCH_BASE_BIN" >&2; exit 66; }
+fi
 
 # --- work folder and cleanup (scripts/bench-common.sh); the page cache stays warm for every case ------------------
 bench_work_folder batch
@@ -145,6 +168,7 @@ PY
 # --- cases: each a function run by run_case (scripts/bench-common.sh) on $RUN_TREE, a fresh copy of the tree -------
 FIND_STORES='find "$1" -type f \( -name "*.sqlite" -o -name "*.db" -o -name "*.sqlite3" -o -name "*.store" \) -print0'
 case_ours() { timed "$BIN" batch "$RUN_TREE" --jobs "$JOBS" --legacy keep --quiet; }
+case_base() { timed "$BASE_BIN" batch "$RUN_TREE" --jobs "$JOBS" --legacy keep --quiet; }
 case_ours-d6() { timed "$BIN" batch "$RUN_TREE" --jobs "$JOBS" --legacy keep --quiet --level 6; }
 case_ours-store() { timed "$BIN" batch "$RUN_TREE" --jobs "$JOBS" --legacy keep --quiet --compression store; }
 case_shell() { timed bash -c "$FIND_STORES"' | while IFS= read -r -d "" f; do "$2" "$f"; done' _ "$RUN_TREE" "$WORK/one.sh"; }
@@ -153,6 +177,7 @@ case_python() { timed python3 "$WORK/pool.py" convert "$RUN_TREE" "$JOBS"; }
 case_copy() { timed python3 "$WORK/pool.py" copy "$RUN_TREE" "$JOBS"; }
 for name in $CASES; do
     declare -F "case_$name" >/dev/null || { echo "unknown case $name" >&2; exit 64; }
+    [[ $name != base || -n $BASE_BIN ]] || { echo "the base case needs BENCH_BASE_BIN" >&2; exit 64; }
 done
 
 declare -A times rss outs
@@ -169,7 +194,7 @@ for round in $(seq 1 "$RUNS"); do
         times[$name]+="$seconds "
         rss[$name]+="$kib "
         case $name in
-            ours|ours-d6|ours-store)
+            ours|ours-d6|ours-store|base)
                 made=$(find "$copy" -name '*.mdz' | wc -l)
                 if [[ $round == 1 && $name == ours ]]; then
                     # Lossless check on a sample of bundles: same rows as sqlite3 reads from the source.
@@ -206,20 +231,64 @@ echo "medians of $RUNS runs, each case on a fresh copy of the tree, page cache w
 echo
 python_median=$(echo "${times[python]:-}" | median 2>/dev/null || true)
 python_out=${outs[python]:-}
-echo "| case | time (s) | stores/s | MB/s | output MiB | peak RSS MiB | rate vs python | size vs python |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+copy_median=$(echo "${times[copy]:-}" | median 2>/dev/null || true)
+echo "| case | time (s) | stores/s | MB/s | output MiB | peak RSS MiB | rate vs python | size vs python | speed vs floor |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for name in $CASES; do
     t=$(echo "${times[$name]}" | median)
     r=$(echo "${rss[$name]}" | median)
-    python3 - "$name" "$t" "$r" "$STORES" "$TOTAL_BYTES" "${outs[$name]}" "${python_median:-}" "${python_out:-}" <<'PY'
+    python3 - "$name" "$t" "$r" "$STORES" "$TOTAL_BYTES" "${outs[$name]}" "${python_median:-}" "${python_out:-}" "${copy_median:-}" <<'PY'
 import sys
-name, t, r, stores, total, out, py, py_out = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7], sys.argv[8]
-label = {"ours": "docconvert batch (default: deflate 2, ISA-L)", "ours-d6": "docconvert batch --level 6 (zlib)",
+name, t, r, stores, total, out, py, py_out, floor = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7], sys.argv[8], sys.argv[9]
+label = {"ours": "docconvert batch (default: deflate 2, ISA-L)", "base": "BENCH_BASE_BIN batch (same options)", "ours-d6": "docconvert batch --level 6 (zlib)",
          "ours-store": "docconvert batch --compression store",
          "shell": "shell loop: sqlite3 .backup + zip -6", "xargs": "xargs -P: sqlite3 .backup + zip -6",
          "python": "python3 Pool: backup + zipfile + fsync", "copy": "floor: python3 Pool copy + fsync"}[name]
 ratio = f"{(float(py) / t):.2f}x" if py else "-"
 size = f"{out / int(py_out):.3f}x" if py_out else "-"
-print(f"| {label} | {t:.2f} | {stores / t:.0f} | {total / t / 1e6:.1f} | {out / 1048576:.1f} | {r / 1024:.1f} | {ratio} | {size} |")
+speed = f"{(float(floor) / t):.2f}" if floor else "-"
+print(f"| {label} | {t:.2f} | {stores / t:.0f} | {total / t / 1e6:.1f} | {out / 1048576:.1f} | {r / 1024:.1f} | {ratio} | {size} | {speed} |")
 PY
 done
+echo
+echo "speed vs floor = the durable copy's median time / the case's (1.00: as fast as copying every store durably)."
+echo
+echo "Raw wall times (s), in run order:"
+echo
+for name in $CASES; do echo "- $name: ${times[$name]}"; done
+
+# --- system calls per store: one more run of ours (and base) under strace -c -f, on a fresh copy, not timed -------
+if [[ ${BENCH_SYSCALLS:-1} != 0 ]] && command -v strace >/dev/null; then
+    echo
+    echo "System calls per store (\`strace -c -f\` over one more, untimed run on a fresh copy; futex and epoll_wait are"
+    echo "the threads' hand-offs and waits, counted apart; metadata = newfstatat, statx, openat, getdents64, readlink):"
+    echo
+    echo "| binary | all but futex/epoll_wait | metadata | pread64 | fsync | futex | most frequent |"
+    echo "|---|---:|---:|---:|---:|---:|---|"
+    for name in ours base; do
+        [[ " $CASES " == *" $name "* ]] || continue
+        bin=$BIN
+        [[ $name == base ]] && bin=$BASE_BIN
+        copy="$WORK/strace-$name"
+        rm -rf "$copy"
+        cp -a "$TREE" "$copy"
+        sync
+        strace -c -f -o "$WORK/strace-$name.txt" "$bin" batch "$copy" --jobs "$JOBS" --legacy keep --quiet >/dev/null 2>&1
+        rm -rf "$copy"
+        python3 - "$name" "$WORK/strace-$name.txt" "$STORES" <<'PY'
+import sys
+name, path, stores = sys.argv[1], sys.argv[2], int(sys.argv[3])
+calls = {}
+for line in open(path):
+    fields = line.split()
+    if len(fields) >= 5 and fields[0][0].isdigit() and fields[-1] != "total":
+        calls[fields[-1]] = int(fields[3])
+waits = {"futex", "epoll_wait"}
+rest = {k: v for k, v in calls.items() if k not in waits}
+meta = sum(v for k, v in calls.items() if k in {"newfstatat", "statx", "openat", "getdents64", "readlink", "stat", "lstat", "fstat"})
+top = ", ".join(f"{k} {v / stores:.1f}" for k, v in sorted(rest.items(), key=lambda kv: -kv[1])[:8])
+per = lambda n: f"{n / stores:.1f}"
+print(f"| {name} | {per(sum(rest.values()))} | {per(meta)} | {per(calls.get('pread64', 0))} | {per(calls.get('fsync', 0))} | {per(calls.get('futex', 0))} | {top} |")
+PY
+    done
+fi

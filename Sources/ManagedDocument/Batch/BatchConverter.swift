@@ -211,6 +211,8 @@ public final class BatchConverter: Sendable {
     private let guarded = Mutex<(progress: BatchProgress, cancelled: Bool)>((BatchProgress(), false))
     /// The queues that walks under way fill: ``cancel()`` closes them, so a walk waiting for room stops at once.
     private let walkQueues = Mutex<[BoundedQueue<BatchCandidate>]>([])
+    /// The files the items' document locks are taken with, while conversions run.
+    private let parkedLocks = Mutex<ParkedLockFiles?>(nil)
 
     /// A batch over `root`; nothing happens until ``run(_:)``. `logger` receives one line per item and the run's summary.
     ///
@@ -447,6 +449,14 @@ public final class BatchConverter: Sendable {
         let capacity = max(1, options.queueCapacity ?? options.jobs * 4)
         let queue = walkQueue(capacity: capacity)
         defer { forget(queue) }
+        // > Parked in the root (beside it when the root is one store or a package, which must not get a file inside).
+        let isFolder = FileSystem.isDirectory(root) && !FileSystem.isRegularFile(root.appending("StoreContent/persistentStore"))
+        let locks = ParkedLockFiles(in: isFolder ? root : root.removingLastComponent())
+        parkedLocks.withLock { $0 = locks }
+        defer {
+            parkedLocks.withLock { $0 = nil }
+            locks.close()  // after the workers: every item's lock is released
+        }
 
         // Twice as many threads as jobs, `jobs` of them on the CPU at once: a conversion waiting for its fsync lets
         // another one compute (see CPUTurns).
@@ -615,13 +625,18 @@ public final class BatchConverter: Sendable {
         var target = store.defaultBundlePath
         var item = BatchItem(source: relative, kind: store.isPackage ? .legacyStore(.uiManagedDocumentPackage) : .sqliteStore,
                              outcome: .failed, bundle: self.relative(target))
-        item.bytesIn = Self.sourceBytes(store)
+        // > The source's bytes are measured only for an item the conversion does not report on (its report has them).
+        func unconverted(_ item: BatchItem) -> (BatchItem, FilePath?) {
+            var item = item
+            item.bytesIn = Self.sourceBytes(store)
+            return (item, nil)
+        }
         if options.dryRun {
             if let alternative = Self.alternativeTarget(for: store, ifTaken: target) { target = alternative }
             item.bundle = self.relative(target)
             let earlier = try? BundleReader(at: target).metadata.provenance
             item.outcome = earlier?.fileName == name ? .alreadyDone : .wouldConvert
-            return (item, nil)
+            return unconverted(item)
         }
         var locks: [DocumentLock] = []
         defer { for lock in locks { lock.release() } }
@@ -646,16 +661,16 @@ public final class BatchConverter: Sendable {
             } else {
                 item.error = failure(error)
             }
-            return (item, nil)
+            return unconverted(item)
         } catch {
             item.error = .init(code: .ioFailure, message: "\(self.relative(target)): \(DocumentError.summary(of: error))")
-            return (item, nil)
+            return unconverted(item)
         }
         starting(relative)
         do {
-            // Detected again under the lock: another worker may have converted and moved it meanwhile.
+            // Looked at again under the lock: another worker may have converted and moved it meanwhile.
             let report = try LegacyConverter(options: options.conversion, logger: logger)
-                .convert(storeAt: store.source, to: target)
+                .convert(detected: store, to: target)
             item.outcome = report.outcome == .converted ? .converted : .alreadyDone
             item.kind = .legacyStore(report.kind)
             item.bytesIn = report.sourceBytes
@@ -671,10 +686,10 @@ public final class BatchConverter: Sendable {
         } catch let error as DocumentError {
             item.outcome = error.code == .storeBusy ? .busy : .failed
             item.error = failure(error)
-            return (item, nil)
+            return unconverted(item)
         } catch {
             item.error = .init(code: .ioFailure, message: "\(relative): \(DocumentError.summary(of: error))")
-            return (item, nil)
+            return unconverted(item)
         }
         for lock in locks { lock.release() }
         locks = []
@@ -682,7 +697,8 @@ public final class BatchConverter: Sendable {
     }
 
     private func lock(_ target: FilePath) throws -> DocumentLock {
-        try DocumentLock(for: target, timeout: options.conversion.busyTimeout, shouldStop: { self.isCancelled })
+        if let lock = parkedLocks.withLock({ $0 })?.lock(for: target) { return lock }
+        return try DocumentLock(for: target, timeout: options.conversion.busyTimeout, shouldStop: { self.isCancelled })
     }
 
     /// `NAME.mdz` (`Notes.db.mdz`) when `STEM.mdz` is a bundle made from another source; `nil` otherwise.

@@ -32,7 +32,7 @@ struct BatchReportSpool {
         guard let name = path.lastComponent?.string else {
             throw DocumentError(.cannotCreate, path: path, reason: "the report has no file name")
         }
-        let random = UUID().uuidString.prefix(8).lowercased()
+        let random = FileSystem.randomSuffix()
         let spool = path.removingLastComponent().appending(".\(name).\(random)\(suffix)")
         do {
             return (try AtomicFile.createLocked(spool, ownership: AtomicFile.FinalOwnership(target: nil, restrictingTo: nil)), spool)

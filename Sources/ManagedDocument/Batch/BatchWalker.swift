@@ -115,7 +115,7 @@ struct BatchWalker {
                 if !visit(.unclassified(path, relativePath: relative, kind: status.kind)) { return }
                 continue
             }
-            guard let candidate = classifyFile(path, relative: relative, kind: status.kind) else { continue }
+            guard let candidate = classifyFile(path, relative: relative, kind: status.kind, status: status) else { continue }
             if !visit(candidate) { return }
         }
     }
@@ -160,7 +160,6 @@ struct BatchWalker {
         }
     }
 
-    /// A file's candidate, or `nil` when the file belongs to an item reported elsewhere.
     /// What an unclassified file is; `nil` when it belongs to an item reported elsewhere. Other candidates are
     /// returned as they are.
     func classify(_ candidate: BatchCandidate) -> BatchCandidate? {
@@ -168,10 +167,14 @@ struct BatchWalker {
         return classifyFile(path, relative: relative, kind: kind)
     }
 
-    private func classifyFile(_ path: FilePath, relative: String, kind: FileSystem.Kind) -> BatchCandidate? {
+    /// A file's candidate, or `nil` when the file belongs to an item reported elsewhere. With `status`, the file's
+    /// `lstat(2)` the walk just read: it is not read again.
+    private func classifyFile(_ path: FilePath, relative: String, kind: FileSystem.Kind,
+                              status: FileSystem.Status? = nil) -> BatchCandidate? {
         let detection: LegacyDetection
         do {
-            detection = try LegacyDetector.detect(at: path)
+            detection = try status.map { try LegacyDetector.detect(at: path, status: $0) }
+                ?? LegacyDetector.detect(at: path)
         } catch let error as DocumentError {
             if error.code == .notFound { return nil }  // vanished since readdir (moved by a worker)
             return .unreadable(path, relativePath: relative, error: error)

@@ -142,11 +142,14 @@ public enum BundleWriter {
         let metadata: DocumentMetadata
         /// How the store was written: whole, or reusing the replaced bundle's segments.
         let report: SaveReport
+        /// Bytes of the bundle, as verified.
+        let fileSize: Int64
         private let atomic: AtomicFile
 
-        fileprivate init(metadata: DocumentMetadata, report: SaveReport, atomic: AtomicFile) {
+        fileprivate init(metadata: DocumentMetadata, report: SaveReport, fileSize: Int64, atomic: AtomicFile) {
             self.metadata = metadata
             self.report = report
+            self.fileSize = fileSize
             self.atomic = atomic  // its deinit removes the temporary unless committed
         }
 
@@ -180,11 +183,12 @@ public enum BundleWriter {
     ///     from it instead of being deflated again (``SegmentLoan``, ``SegmentReuse``, FORMAT.md 16.1).
     static func stage(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
                       replacingExisting: Bool = false, options: WritingOptions, storeFacts: StoreFacts? = nil,
-                      permissionsOf: FilePath? = nil, reusing: SegmentLoan? = nil,
+                      permissionsOf: FilePath? = nil, reusing: SegmentLoan? = nil, storeImage: StoreImage? = nil,
                       completingMetadata: (inout DocumentMetadata, EntryDigest) throws -> Void = { _, _ in })
     throws -> Staged {
         try options.validate(for: target)
-        let header = try StoreInspector.header(of: content.store)
+        let header = try storeImage.map { try StoreInspector.header(Array($0.bytes.prefix(100)), of: content.store) }
+            ?? StoreInspector.header(of: content.store)
         if StoreInspector.isWAL(header: header) {
             throw DocumentError(.storeInWALMode, path: content.store,
                                 reason: "the store is in WAL mode; checkpoint it and set journal_mode=DELETE first")
@@ -219,7 +223,8 @@ public enum BundleWriter {
                                        compressionThreads: options.compressionThreads)
         let compress = options.deflateLevel > 0
         let (storeDigest, segments, plan, report) = try addStore(content.store, compressed: compress, to: writer,
-                                                                 target: target, reusing: reusing, options: options)
+                                                                 target: target, reusing: reusing, options: options,
+                                                                 image: storeImage)
         var entries: [DocumentMetadata.Entry] = []
         for file in files {
             let (digest, _) = try addFile(file.source, named: file.name, compressed: compress, to: writer)
@@ -253,7 +258,7 @@ public enum BundleWriter {
         } else {
             try written.verifyEntries(checkingSegments: false)  // written from the bytes the store's SHA-256 covers
         }
-        return Staged(metadata: written.metadata, report: report, atomic: atomic)
+        return Staged(metadata: written.metadata, report: report, fileSize: Int64(written.fileSize), atomic: atomic)
     }
 
     /// Refuses an existing `target` before any work (unless replacing it), and makes the scratch folder beside it
@@ -276,10 +281,19 @@ public enum BundleWriter {
     }
 
     /// Adds the store: reusing the replaced bundle's unchanged segments when `reusing` allows it, whole otherwise.
+    ///
+    /// With `image`, the store's bytes read already: they are packed (the file is not read again).
     private static func addStore(_ store: FilePath, compressed: Bool, to writer: ArchiveWriter, target: FilePath,
-                                 reusing: SegmentLoan?, options: WritingOptions)
+                                 reusing: SegmentLoan?, options: WritingOptions, image: StoreImage? = nil)
     throws -> (EntryDigest, DocumentMetadata.SegmentDigests?, SegmentReuse?, SaveReport) {
         var reason = "no bundle this process verified to reuse (a first save, or incremental saves are off)"
+        if let image {
+            let (digest, segments) = try addBytes(image.bytes, named: BundleLayout.store, compressed: compressed, to: writer,
+                                                  segmentDigests: options.maximumSegmentDigests)
+            reason = "the store was written from the bytes the conversion read and checked"
+            return (digest, segments, nil, SaveReport(mode: .full, segments: digest.restarts?.offsets.count ?? 0,
+                                                      reusedSegments: 0, reason: reason))
+        }
         let size = try FileSystem.status(store)?.size ?? 0
         if compressed, size < ArchiveWriter.parallelDeflateThreshold {
             // > Such a store is written with no restart index: there are no segments to reuse,
@@ -381,9 +395,6 @@ public enum BundleWriter {
             let sample = try FileSystem.read(descriptor, at: 0, count: 64 << 10, path: source)
             deflate = sample.withUnsafeBytes { isWorthDeflating($0) }
         }
-        var segments = segmentDigests.map {
-            SegmentHasher(interval: Self.segmentInterval(forSize: status.size, maximumDigests: $0))
-        }
         let reusing = reuse.map { plan in
             ParallelDeflater.Reuse(
                 crc32: { try plan.reusedCRC($0) },
@@ -395,11 +406,40 @@ public enum BundleWriter {
                 source: { plan.source($0) },
                 sha256: { try plan.finish().sha256 })
         }
-        let digest = try writer.addEntry(named: name, size: status.size, compressed: deflate, reuse: reusing) { buffer in
-            let count: Int
-            do { count = try descriptor.read(into: buffer) } catch let error as Errno {
+        return try addEntry(named: name, size: status.size, deflate: deflate, to: writer,
+                            segmentDigests: segmentDigests, reuse: reusing) { buffer in
+            do { return try descriptor.read(into: buffer) } catch let error as Errno {
                 throw DocumentError.io("cannot read the file", path: source, errno: error)
             }
+        }
+    }
+
+    /// Adds a file from bytes already in memory (a small store the converter read in place, under its lock, and had
+    /// SQLite check): what is packed and hashed is exactly what was checked, and the file is not read again.
+    private static func addBytes(_ bytes: UnsafeRawBufferPointer, named name: String, compressed: Bool,
+                                 to writer: ArchiveWriter, segmentDigests: Int?)
+    throws -> (EntryDigest, DocumentMetadata.SegmentDigests?) {
+        let deflate = compressed && isWorthDeflating(UnsafeRawBufferPointer(rebasing: bytes.prefix(64 << 10)))
+        var offset = 0
+        return try addEntry(named: name, size: Int64(bytes.count), deflate: deflate, to: writer,
+                            segmentDigests: segmentDigests, reuse: nil) { buffer in
+            let count = min(buffer.count, bytes.count - offset)
+            buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count]))
+            offset += count
+            return count
+        }
+    }
+
+    /// Adds an entry whose bytes `read` fills in, in order; with `segmentDigests`, also their segment digests.
+    private static func addEntry(named name: String, size: Int64, deflate: Bool, to writer: ArchiveWriter,
+                                 segmentDigests: Int?, reuse: ParallelDeflater.Reuse?,
+                                 read: (UnsafeMutableRawBufferPointer) throws -> Int)
+    throws -> (EntryDigest, DocumentMetadata.SegmentDigests?) {
+        var segments = segmentDigests.map {
+            SegmentHasher(interval: Self.segmentInterval(forSize: size, maximumDigests: $0))
+        }
+        let digest = try writer.addEntry(named: name, size: size, compressed: deflate, reuse: reuse) { buffer in
+            let count = try read(buffer)
             segments?.update(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             return count
         }

@@ -22,6 +22,9 @@ final class DocumentLock: Sendable {
     private let descriptor: FileDescriptor
     /// Set by the first ``release()``: the descriptor is closed once.
     private let isReleased = Mutex(false)
+    /// What ``release()`` does with the descriptor, when not closing it: hand it back to the parked file it holds
+    /// (``ParkedLockFiles``).
+    private let giveBack: (@Sendable () -> Void)?
 
     static func path(for bundle: FilePath) -> FilePath {
         let parent = bundle.removingLastComponent()
@@ -39,6 +42,7 @@ final class DocumentLock: Sendable {
         while true {
             if let descriptor = try Self.attempt(path, bundle: bundle) {
                 self.descriptor = descriptor
+                giveBack = nil
                 return
             }
             guard Date() < deadline else { throw Self.inUse(bundle) }
@@ -55,11 +59,25 @@ final class DocumentLock: Sendable {
         while true {
             if let descriptor = try Self.attempt(path, bundle: bundle) {
                 self.descriptor = descriptor
+                giveBack = nil
                 return
             }
             guard Date() < deadline, !shouldStop() else { throw Self.inUse(bundle) }
             CPUTurns.whileWaiting { _ = usleep(20_000) }  // the holder may be a batch job that needs the turn
         }
+    }
+
+    /// The lock taken with a file this process holds under `flock(2)` already (a parked file, ``ParkedLockFiles``),
+    /// by linking it under the lock's name: `link(2)` never replaces, so `nil` when a lock file is there (another
+    /// writer's, or one left behind: the caller takes the lock the usual way) or the link fails. No stale-file check
+    /// is needed: the name appears on a file already locked. ``release()`` removes the name and calls `giveBack`
+    /// instead of closing the descriptor.
+    init?(for bundle: FilePath, linking parked: FilePath, heldBy descriptor: FileDescriptor,
+          giveBack: @escaping @Sendable () -> Void) {
+        path = Self.path(for: bundle)
+        guard link(parked.string, path.string) == 0 else { return nil }
+        self.descriptor = descriptor
+        self.giveBack = giveBack
     }
 
     /// One try: the descriptor holding the lock on the file that is under `path` now, or `nil` when it is held.
@@ -96,6 +114,7 @@ final class DocumentLock: Sendable {
             guard !isReleased else { return }
             isReleased = true
             _ = path.withPlatformString { unlink($0) }  // A file that cannot be removed stays, harmless and reusable.
+            if let giveBack { return giveBack() }  // the parked file stays locked, under its own name only
             try? descriptor.close()  // Squash close error: closing releases the flock either way.
         }
     }

@@ -153,6 +153,19 @@ public struct LegacyConverter: Sendable {
         }
     }
 
+    /// Converts a store a walk detected earlier (``LegacyDetector/detect(at:)``), now that the caller holds the
+    /// document's lock: it is looked at again only as far as it can have changed since. Gone (another worker
+    /// converted it and disposed of it meanwhile), no longer a regular file, or a package: as
+    /// ``convert(storeAt:to:)``. Otherwise its sidecars and support folder are grouped again, and its first bytes are
+    /// read once more by the snapshot, under SQLite's lock (``DocumentError/Code/notSQLite`` when it is no longer a
+    /// SQLite file).
+    func convert(detected legacy: LegacyStore, to bundle: FilePath) throws -> ConversionReport {
+        guard !legacy.isPackage, let status = try FileSystem.status(legacy.store), status.kind == .regular else {
+            return try convert(storeAt: legacy.source, to: bundle)
+        }
+        return try convert(LegacyDetector.group(store: legacy.store, source: legacy.source, isPackage: false), to: bundle)
+    }
+
     /// Converts a detected legacy store into a bundle at `bundle` (default: beside it, with the `.mdz` extension).
     ///
     /// - Throws: ``DocumentError``: ``DocumentError/Code/storeBusy`` (in use past the timeout),
@@ -181,16 +194,19 @@ public struct LegacyConverter: Sendable {
         var snapshot = try SourceSnapshot.capture(legacy, into: scratch, inPlaceAllowed: immutableURI != nil,
                                                   busyTimeout: options.busyTimeout)
         defer { snapshot.release() }
-        var storeSize = (try FileSystem.status(snapshot.store))?.size ?? 0
+        var storeSize = snapshot.storeSize
         var inPlace: Recovered?
+        var image: StoreImage?  // a small store read in place: read once, checked and packed from memory
         if snapshot.isInPlace, let immutableURI {
+            image = try snapshot.inPlaceImage(atMost: Self.inMemoryLimit)
             inPlace = try inspectInPlace(legacy.store, uri: immutableURI,
-                                         fullCheck: storeSize < Self.backgroundCheckThreshold)
+                                         fullCheck: storeSize < Self.backgroundCheckThreshold, image: image)
             if inPlace == nil {  // SQLite would not open it that way: copied, as any other store
+                image = nil
                 snapshot.release()
                 snapshot = try SourceSnapshot.capture(legacy, into: scratch, inPlaceAllowed: false,
                                                       busyTimeout: options.busyTimeout)
-                storeSize = (try FileSystem.status(snapshot.store))?.size ?? 0
+                storeSize = snapshot.storeSize
             }
         }
         let (checked, check) = try checkStore(legacy, copy: snapshot.store, inPlace: inPlace,
@@ -209,7 +225,7 @@ public struct LegacyConverter: Sendable {
         let staged = try BundleWriter.stage(
             BundleContent(store: snapshot.store, externalData: legacy.externalData, additionalContent: extra.additionalContent),
             metadata: metadata, to: target, options: writingOptions, storeFacts: recovered.facts,
-            permissionsOf: legacy.store,
+            permissionsOf: legacy.store, storeImage: image,
             completingMetadata: { metadata, store in
                 // > Read in place, the main file's SHA-256 is that of the bytes just packed (one read, under the lock).
                 let files = try snapshot.completingMainFile(in: metadata.provenance?.files ?? [], sha256: store.sha256,
@@ -230,7 +246,7 @@ public struct LegacyConverter: Sendable {
         return ConversionReport(
             outcome: .converted, source: legacy.source.string, kind: kind,
             bundle: target.string, sourceBytes: provenance.size,
-            bundleBytes: (try FileSystem.status(target))?.size ?? 0, storeSHA256: written.store.sha256,
+            bundleBytes: staged.fileSize, storeSHA256: written.store.sha256,
             rowCounts: recovered.facts.rowCounts, legacyPolicy: options.legacyPolicy,
             backupLocation: disposal.location?.string, disposedFiles: disposal.files, warnings: warnings,
             duration: Date().timeIntervalSince(started), sourceSHA256: provenance.mainFileSHA256)
@@ -262,7 +278,8 @@ public struct LegacyConverter: Sendable {
     private func newMetadata(_ legacy: LegacyStore, kind: LegacyStore.Kind, files: [DocumentMetadata.Entry],
                              recovered: Recovered, packageMetadata: [String: JSONValue]?,
                              warnings: [String]) -> DocumentMetadata {
-        var metadata = DocumentMetadata(mediaType: options.mediaType, model: options.model)
+        var metadata = DocumentMetadata(documentID: FileSystem.randomUUID(), mediaType: options.mediaType,
+                                        model: options.model)
         metadata.provenance = DocumentMetadata.Provenance(
             kind: kind.rawValue,
             fileName: legacy.source.lastComponent?.string ?? legacy.source.string,
@@ -357,6 +374,10 @@ public struct LegacyConverter: Sendable {
     /// Stores at least this large are checked while their bundle is written (see ``CopyCheck``).
     static let backgroundCheckThreshold: Int64 = 4 << 20
 
+    /// Stores read in place up to this size are read once, whole, under the lock: SQLite checks those bytes in memory
+    /// and the bundle packs them (one read instead of one per page and another to pack; 1 MiB per job at most).
+    static let inMemoryLimit: Int64 = 1 << 20
+
     struct Recovered {
         /// The copy's facts: as SQLite read them after recovery, then as the integrity check found them.
         var facts: StoreFacts
@@ -367,9 +388,11 @@ public struct LegacyConverter: Sendable {
     /// Reads a store in place (``SourceSnapshot/isInPlace``, so under the snapshot's lock) through one immutable,
     /// read-only connection: its facts and Core Data metadata, and, with `fullCheck`, `PRAGMA integrity_check`.
     /// `nil` when SQLite cannot open it that way at all (the caller copies it instead).
-    private func inspectInPlace(_ store: FilePath, uri: String, fullCheck: Bool) throws -> Recovered? {
+    /// With `image`, the store's bytes read whole under the lock: SQLite reads them in memory, not the file.
+    private func inspectInPlace(_ store: FilePath, uri: String, fullCheck: Bool, image: StoreImage?) throws -> Recovered? {
         do {
-            let queue = try StoreInspector.openReadOnly(store, isPrivate: true, immutableURI: uri)
+            let queue = try image.map(StoreInspector.openInMemory)
+                ?? StoreInspector.openReadOnly(store, isPrivate: true, immutableURI: uri)
             let recovered = try queue.read { db in
                 if fullCheck {
                     let problems = try StoreInspector.check(db, full: true)

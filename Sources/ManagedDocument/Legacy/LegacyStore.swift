@@ -75,6 +75,11 @@ public enum LegacyDetector {
         guard let status = try FileSystem.status(path) else {
             throw DocumentError(.notFound, path: path, reason: "no such file or folder")
         }
+        return try detect(at: path, status: status)
+    }
+
+    /// ``detect(at:)`` of a path whose `lstat(2)` the caller has just read (a walk, from the same listing).
+    static func detect(at path: FilePath, status: FileSystem.Status) throws -> LegacyDetection {
         switch status.kind {
         case .directory:
             return try detectPackage(at: path)

@@ -35,6 +35,24 @@ struct SourceSnapshot {
 
     var isInPlace: Bool { lock != nil }
 
+    /// Bytes of the main file as it was taken: its size under the lock in place, the bytes copied otherwise (the
+    /// main file is the first of ``files`` either way).
+    var storeSize: Int64 { files.first?.size ?? 0 }
+
+    /// The main file's bytes, read whole through the descriptor that holds the lock, when it is read in place and
+    /// holds at most `limit` bytes; `nil` otherwise (the store is then read from the file where it is needed).
+    ///
+    /// - Throws: ``DocumentError/Code/verificationFailed`` when the file does not hold the bytes it held when it was
+    ///   locked (a process that ignores SQLite's locks changed it).
+    func inPlaceImage(atMost limit: Int64) throws -> StoreImage? {
+        guard let lock, storeSize <= limit else { return nil }
+        guard let image = try StoreImage(reading: Int(storeSize), from: lock, path: store) else {
+            throw DocumentError(.verificationFailed, path: store,
+                                reason: "the store changed size while it was locked; nothing was changed, try again")
+        }
+        return image
+    }
+
     /// Lets writers commit again (in place); nothing otherwise.
     mutating func release() {
         try? lock?.close()  // Squash close error of a read-only descriptor; closing drops the lock.
@@ -115,6 +133,9 @@ struct SourceSnapshot {
             _ = try lock(main, type: F_UNLCK, start: pendingByte, length: 1, path: legacy.store)
             // > The store may have turned to WAL between the header's read and the lock: look again, under the lock.
             let locked = try FileSystem.read(main, at: 0, count: 100, path: legacy.store)
+            guard locked.count == 100 else {
+                throw DocumentError(.notSQLite, path: legacy.store, reason: "is not a SQLite database (cut short)")
+            }
             if StoreInspector.isWAL(header: locked) { return nil }
             if let wal = legacy.sidecar("-wal"), (try FileSystem.status(wal))?.size ?? 0 > 0 { return nil }
             if let journal = legacy.sidecar("-journal"),
@@ -133,7 +154,10 @@ struct SourceSnapshot {
                                                         sha256: digest.sha256))
                 }
                 keepsMainOpen = true
-                return SourceSnapshot(files: files, store: legacy.store, lock: main, stamps: try stamps(of: legacy))
+                // > The main file's stamp is what the locked descriptor just said (status, first bytes): not read again.
+                let stamps = [FileStamp(legacy.store, status: status, head: locked),
+                              try FileStamp(FilePath(legacy.store.string + "-wal"), headCount: 32)]
+                return SourceSnapshot(files: files, store: legacy.store, lock: main, stamps: stamps)
             }
         }
         let directory = try directory()
@@ -310,26 +334,39 @@ struct FileStamp: Equatable {
     var modifiedNanoseconds = 0
     var head: [UInt8] = []
 
-    init(_ path: FilePath, headCount: Int) throws {
+    /// The stamp of an open file from what was read of it: its status and its first bytes (as many as a stamp of
+    /// it compares, ``SourceSnapshot/stamps(of:)``).
+    init(_ path: FilePath, status: FileSystem.Status, head: [UInt8]) {
         self.path = path
-        let descriptor: FileDescriptor
-        do {
-            descriptor = try FileSystem.openForReading(path)
-        } catch let error as DocumentError where (error.underlyingError as? Errno) == .noSuchFileOrDirectory {
-            head = [UInt8](repeating: 0, count: headCount)  // the count the comparison reads
-            return
-        }
-        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
-        guard let status = FileSystem.Status(descriptor) else {
-            throw DocumentError.io("cannot read the file's status", path: path, errno: Errno(rawValue: errno))
-        }
         exists = true
         device = status.identity.device
         inode = status.identity.inode
         size = status.size
         modifiedSeconds = Int(status.identity.modified.tv_sec)
         modifiedNanoseconds = Int(status.identity.modified.tv_nsec)
-        head = try FileSystem.read(descriptor, at: 0, count: headCount, path: path)
+        self.head = head
+    }
+
+    /// The stamp of a file that does not exist.
+    private init(missing path: FilePath, headCount: Int) {
+        self.path = path
+        head = [UInt8](repeating: 0, count: headCount)  // the count the comparison reads
+    }
+
+    init(_ path: FilePath, headCount: Int) throws {
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try FileSystem.openForReading(path)
+        } catch let error as DocumentError where (error.underlyingError as? Errno) == .noSuchFileOrDirectory {
+            self.init(missing: path, headCount: headCount)
+            return
+        }
+        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+        guard let status = FileSystem.Status(descriptor) else {
+            throw DocumentError.io("cannot read the file's status", path: path, errno: Errno(rawValue: errno))
+        }
+        var head = try FileSystem.read(descriptor, at: 0, count: headCount, path: path)
         head += [UInt8](repeating: 0, count: headCount - head.count)
+        self.init(path, status: status, head: head)
     }
 }

@@ -1,5 +1,6 @@
 import Crypto
 import GRDB
+import GRDBSQLite  // sqlite3_deserialize
 import SystemPackage
 
 /// What SQLite says about a store file.
@@ -31,7 +32,14 @@ enum StoreInspector {
     static func header(of path: FilePath, entry: String? = nil, bundle: FilePath? = nil) throws -> [UInt8] {
         let descriptor = try FileSystem.openForReading(path)
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
-        let bytes = try FileSystem.read(descriptor, at: 0, count: 100, path: path)
+        return try header(try FileSystem.read(descriptor, at: 0, count: 100, path: path), of: path, entry: entry,
+                          bundle: bundle)
+    }
+
+    /// `bytes`, the first 100 bytes of the store at `path` read already, when they are a database header; throws
+    /// ``DocumentError/Code/notSQLite`` otherwise.
+    static func header(_ bytes: [UInt8], of path: FilePath, entry: String? = nil, bundle: FilePath? = nil) throws
+        -> [UInt8] {
         guard hasSQLiteHeader(bytes), bytes.count == 100 else {
             throw DocumentError(.notSQLite, path: bundle ?? path, entry: entry,
                                 reason: "is not a SQLite database (no SQLite header)")
@@ -106,6 +114,34 @@ enum StoreInspector {
             configuration.prepareDatabase { db in try db.execute(sql: locking + "PRAGMA cache_size = -512") }
         }
         return try DatabaseQueue(path: immutableURI ?? path.string, configuration: configuration)
+    }
+
+    /// Opens a store image read-only where it lies in memory (`sqlite3_deserialize`): SQLite reads no file, so a
+    /// small store read once (in place, under the converter's lock) is checked from the very bytes that are packed.
+    /// The image must outlive the queue.
+    static func openInMemory(_ image: StoreImage) throws -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.label = "ManagedDocument.inspect"
+        // > Pages are read where they lie in the image (SQLite's memdb serves memory-mapped reads) rather than
+        // > copied into a page cache: a check walks every page once.
+        let count = image.bytes.count
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA cache_size = -64; PRAGMA mmap_size = \(count)")
+        }
+        let queue = try DatabaseQueue(configuration: configuration)
+        try queue.writeWithoutTransaction { db in
+            // > Without SQLITE_DESERIALIZE_FREEONCLOSE and RESIZEABLE, "the caller is responsible for freeing" the
+            // > buffer, and with READONLY SQLite never writes it.
+            guard let base = image.bytes.baseAddress, !image.bytes.isEmpty else {
+                throw DatabaseError(resultCode: .SQLITE_NOTADB)
+            }
+            let size = sqlite3_int64(image.bytes.count)
+            let status = sqlite3_deserialize(db.sqliteConnection, "main",
+                                             UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self)),
+                                             size, size, UInt32(SQLITE_DESERIALIZE_READONLY))
+            guard status == SQLITE_OK else { throw DatabaseError(resultCode: ResultCode(rawValue: status)) }
+        }
+        return queue
     }
 
     /// Facts about an open database.

@@ -43,7 +43,7 @@ final class AtomicFile {
         }
         try AtomicFile.checkFolder(of: target)
         if removingStale { try AtomicFile.removeStaleTemporaries(for: target) }
-        let random = UUID().uuidString.prefix(8).lowercased()
+        let random = FileSystem.randomSuffix()
         let temporaryPath = directory.appending(".\(name).\(random)\(AtomicFile.temporarySuffix)")
         let ownership = FinalOwnership(target: replacing ? target : nil, restrictingTo: source)
         do {
@@ -86,9 +86,14 @@ final class AtomicFile {
             guard fchmod(descriptor.rawValue, mode) == 0 else { throw Errno(rawValue: errno) }
         }
 
-        /// The process's umask, read from `/proc/self/status` (setting it to read it would race with other threads
-        /// creating files); 022 when it cannot be read.
-        static func umask() -> mode_t {
+        /// The process's umask, read once from `/proc/self/status` (setting it to read it would race with other
+        /// threads creating files); 022 when it cannot be read. A process sets its umask when it starts, before it
+        /// writes documents: a batch of thousands of small stores does not read the file once per bundle.
+        static func umask() -> mode_t { processUmask }
+
+        private static let processUmask: mode_t = readUmask()
+
+        private static func readUmask() -> mode_t {
             guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
                   let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Umask:") }),
                   let value = mode_t(line.dropFirst("Umask:".count).trimmingCharacters(in: .whitespaces), radix: 8)
@@ -283,7 +288,7 @@ final class ScratchDirectory {
         }
         try AtomicFile.checkFolder(of: target)
         if removingStale { try AtomicFile.removeStaleTemporaries(for: target) }
-        let random = UUID().uuidString.prefix(8).lowercased()
+        let random = FileSystem.randomSuffix()
         let lockPath = folder.appending(".\(name).\(random)\(AtomicFile.temporarySuffix)")
         let path = FilePath(lockPath.string + ".d")
         do {

@@ -91,8 +91,15 @@ enum FileSystem {
         }
     }
 
-    /// Opens a folder and `fsync(2)`s it, so that a rename or a new file in it is durable.
+    /// Makes every change made to a folder so far durable (a rename, a new or a removed name): returns once a flush of
+    /// the folder that started after the call has ended, this call's own or one it shares with other threads that
+    /// changed the same folder at about the same time (``FolderFlushes``).
     static func syncDirectory(_ directory: FilePath) throws {
+        try FolderFlushes.sync(directory) { try flushDirectory(directory) }
+    }
+
+    /// Opens a folder and `fsync(2)`s it.
+    private static func flushDirectory(_ directory: FilePath) throws {
         let descriptor: FileDescriptor
         do {
             descriptor = try FileDescriptor.open(directory, .readOnly, options: [.directory, .closeOnExec])
@@ -324,6 +331,25 @@ enum FileSystem {
             if errno == EINTR { continue }
             return false
         }
+    }
+
+    /// 8 lowercase hexadecimal characters for a temporary's name (`.<NAME>.<RANDOM>.partial`), from the system's
+    /// random source in one `getrandom(2)` call (Foundation's `UUID()` opens, reads and closes `/dev/urandom`).
+    static func randomSuffix() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let text = String(generator.next() as UInt32, radix: 16)
+        return String(repeating: "0", count: 8 - text.count) + text
+    }
+
+    /// A new random (version 4) UUID from the system's random source (`getrandom(2)`, no file opened).
+    static func randomUUID() -> UUID {
+        var generator = SystemRandomNumberGenerator()
+        let high: UInt64 = generator.next(), low: UInt64 = generator.next()
+        var bytes = withUnsafeBytes(of: (high, low)) { Array($0) }
+        bytes[6] = (bytes[6] & 0x0F) | 0x40  // version 4
+        bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC 4122 variant
+        return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                           bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
     }
 }
 

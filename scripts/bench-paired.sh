@@ -14,6 +14,7 @@
 #   BENCH_RUNS=5             rounds; each runs every case once with each binary, in alternating order
 #   BENCH_DIR=./bench-work   work folder (relative to the repository root; git-ignored)
 #   BENCH_KEEP=1             keep the work folder afterwards
+#   BENCH_CASES="..."        cases to run (default: all): convert convert-d6 convert-store save query
 #
 # Cases (each run on a fresh copy made before the timing starts; the page cache is left warm for both builds alike):
 #   convert        docconvert convert SRC --output B --legacy keep               (deflate 2, ISA-L)
@@ -98,7 +99,7 @@ case_convert-d6() { fresh_source; timed "$1" convert "$WORK/run.sqlite" --output
 case_convert-store() { fresh_source; timed "$1" convert "$WORK/run.sqlite" --output "$WORK/run.mdz" --legacy keep --compression store; }
 case_save() { rm -f "$WORK/run.mdz"; cp "$WORK/$2.mdz" "$WORK/run.mdz"; timed "$1" migrate "$WORK/run.mdz" --migrations "$WORK/migrations"; }
 case_query() { timed "$1" query "$WORK/$2.mdz" "SELECT sum(length(body)) FROM note"; }
-CASES=(convert convert-d6 convert-store save query)
+CASES=(${BENCH_CASES:-convert convert-d6 convert-store save query})
 
 for round in $(seq 1 "$RUNS"); do
     order=(base new); (( round % 2 == 0 )) && order=(new base)

@@ -5,6 +5,7 @@ import Foundation
 import ManagedDocument
 import Synchronization
 import SystemPackage
+import TestSupport
 import Testing
 
 /// The document locks a batch takes, seen from outside as another writer sees them (an exclusive `flock(2)` on

@@ -1,6 +1,7 @@
 import Foundation
 import ManagedDocument
 import SystemPackage
+import TestSupport
 import Testing
 
 /// Stores read in place are checked and packed from one read of their bytes when they are small (at most 1 MiB), and

@@ -219,7 +219,8 @@ for round in $(seq 1 "$RUNS"); do
     done
 done
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+# > Nothing for no values (a case not run), so that ratios to it print "-" instead of dividing by zero.
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 echo "# Batch benchmark"
 echo
@@ -244,9 +245,9 @@ label = {"ours": "docconvert batch (default: deflate 2, ISA-L)", "base": "BENCH_
          "ours-store": "docconvert batch --compression store",
          "shell": "shell loop: sqlite3 .backup + zip -6", "xargs": "xargs -P: sqlite3 .backup + zip -6",
          "python": "python3 Pool: backup + zipfile + fsync", "copy": "floor: python3 Pool copy + fsync"}[name]
-ratio = f"{(float(py) / t):.2f}x" if py else "-"
-size = f"{out / int(py_out):.3f}x" if py_out else "-"
-speed = f"{(float(floor) / t):.2f}" if floor else "-"
+ratio = f"{(float(py) / t):.2f}x" if py and t > 0 else "-"
+size = f"{out / int(py_out):.3f}x" if py_out and int(py_out) > 0 else "-"
+speed = f"{(float(floor) / t):.2f}" if floor and t > 0 else "-"
 print(f"| {label} | {t:.2f} | {stores / t:.0f} | {total / t / 1e6:.1f} | {out / 1048576:.1f} | {r / 1024:.1f} | {ratio} | {size} | {speed} |")
 PY
 done

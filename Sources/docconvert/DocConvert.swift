@@ -39,9 +39,9 @@ struct DocConvert: AsyncParsableCommand {
     /// Runs the command. A usage error with `--json` also prints `{"error": …}` on standard output, so that a script
     /// always reads one complete JSON document (docs/CLI.md, "Output and errors").
     static func main() async {
-        // > glibc's mktime(3), which libarchive calls for every zip entry's DOS date and time, looks at the status of
-        // > /etc/localtime again on each call while TZ is unset (to notice a zone changed meanwhile): six calls per
-        // > bundle written and verified. Named in TZ, the same zone file is read once.
+        // > glibc's mktime(3), which libarchive calls for every zip entry's DOS date and time it reads, looks at the
+        // > status of /etc/localtime again on each call while TZ is unset (to notice a zone changed meanwhile): a call
+        // > per entry of every bundle read or verified. Named in TZ, the same zone file is read once.
         if getenv("TZ") == nil { setenv("TZ", ":/etc/localtime", 0) }
         do {
             var command = try parseAsRoot()

@@ -218,7 +218,7 @@ public enum BundleWriter {
         // > From here on, an error drops `atomic`, which removes the temporary.
         let writer = try ArchiveWriter(descriptor: atomic.descriptor, path: target, mediaType: metadata.mediaType,
                                        deflateLevel: options.deflateLevel,
-                                       modificationTime: Self.seconds(since1970: now),
+                                       modificationTime: Int64(now.timeIntervalSince1970.rounded(.down)),  // in range: validated above
                                        forcesZIP64: options.forcesZIP64,
                                        compressionThreads: options.compressionThreads)
         let compress = options.deflateLevel > 0
@@ -270,14 +270,6 @@ public enum BundleWriter {
         }
         let scratch = try ScratchDirectory(besides: target)
         return (scratch, scratch.path.appending("persistentStore"))
-    }
-
-    /// Whole seconds since 1970, clamped to what 64 bits hold (an app's `modificationTime` is any `Date`, even
-    /// `Date(timeIntervalSince1970: .infinity)`; the zip fields clamp again to their own ranges).
-    static func seconds(since1970 date: Date) -> Int64 {
-        let seconds = date.timeIntervalSince1970.rounded(.down)
-        if seconds.isNaN { return 0 }
-        return seconds >= 0x1p63 ? .max : seconds < -0x1p63 ? .min : Int64(seconds)
     }
 
     /// Adds the store: reusing the replaced bundle's unchanged segments when `reusing` allows it, whole otherwise.

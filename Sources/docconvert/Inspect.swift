@@ -80,7 +80,11 @@ struct Inspect: ParsableCommand {
         }
         let store = metadata.store
         print("  store:          \(formatBytes(UInt64(store.size))), page size \(store.pageSize), user_version \(store.userVersion)")
-        print("  store SHA-256:  \(store.sha256)")
+        if let digest = store.digest {
+            print("  store digest:   \(digest)")  // of the segment digests (format version 2)
+        } else {
+            print("  store SHA-256:  \(store.sha256 ?? "-")")  // of the whole store (format version 1)
+        }
         print("  schema:         \(store.schemaFingerprint.prefix(16))…")
         print("  restart index:  \(reader.restartIndex)")
         if let segments = store.segments {

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import GRDB
 import ManagedDocument
@@ -98,6 +99,15 @@ struct HostileMetadataTests {
         }
     }
 
+    /// The SHA-256 of `bundle`'s whole store (a version 2 bundle records none: its segments are hashed instead).
+    static func wholeSHA256(of bundle: FilePath, folder: FilePath) throws -> String {
+        let scratch = folder.appending("whole-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(atPath: scratch.string) }  // Squash cleanup error.
+        let store = try BundleReader(at: bundle).extract(into: scratch).store
+        return SHA256.hash(data: try Data(contentsOf: URL(fileURLWithPath: store.string)))
+            .map { String(format: "%02x", $0) }.joined()
+    }
+
     /// A self-consistent bundle with absurd but true numbers, and whether its store is read in place.
     struct Oddity: CustomTestStringConvertible, Sendable {
         var name: String
@@ -114,6 +124,12 @@ struct HostileMetadataTests {
                access: .extracted, reason: "not cut at its restart points"),
         Oddity(name: "one restart segment of 2^63 - 1 bytes, digests every 128 KiB",
                edits: { _, _ in [("store.deflateRestarts.interval", int64Max), ("store.deflateRestarts.offsets", "[0]")] },
+               access: .extracted, reason: "not cut at its restart points"),
+        Oddity(name: "the same in format version 1 (the store's SHA-256 and no CRC-32 per restart segment)",
+               edits: { _, sha256 in
+                   [("formatVersion", "1"), ("store.sha256", "\"\(sha256)\""),
+                    ("store.deflateRestarts.interval", int64Max), ("store.deflateRestarts.offsets", "[0]")]
+               },
                access: .extracted, reason: "not cut at its restart points"),
         Oddity(name: "one restart segment and one digest segment of 2^63 - 1 bytes each",
                edits: { _, sha256 in
@@ -139,8 +155,9 @@ struct HostileMetadataTests {
             let good = folder.appending("Good.mdz")
             try Self.makeBundle(good, folder: folder)
             let original = try BundleReader(at: good).metadata.store
+            let sha256 = try Self.wholeSHA256(of: good, folder: folder)
             let bundle = folder.appending("Odd.mdz")
-            try Python.rewritingMetadata(of: good.string, to: bundle.string, oddity.edits(original.size, original.sha256))
+            try Python.rewritingMetadata(of: good.string, to: bundle.string, oddity.edits(original.size, sha256))
 
             let reader = try BundleReader(at: bundle)
             _ = try reader.verify(full: false, workingDirectory: folder)
@@ -170,7 +187,8 @@ struct HostileMetadataTests {
             let original = try BundleReader(at: good).metadata.store
             let bundle = folder.appending("OneSegment.mdz")
             try Python.rewritingMetadata(of: good.string, to: bundle.string, [
-                ("store.segments.interval", "\(original.size)"), ("store.segments.sha256", "\"\(original.sha256)\""),
+                ("store.segments.interval", "\(original.size)"),
+                ("store.segments.sha256", "\"\(try Self.wholeSHA256(of: good, folder: folder))\""),
                 ("store.deflateRestarts.interval", "\(original.size)"), ("store.deflateRestarts.offsets", "[0]"),
             ])
             #expect(original.size > 1 << 20)

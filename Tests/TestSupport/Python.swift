@@ -16,16 +16,44 @@ public enum Python {
     /// edits, and the JSON then written compact (indented with sorted keys otherwise). The metadata is the bundle's
     /// last entry, so it is replaced in place; every other entry's bytes (the store's deflate stream too) are copied
     /// untouched.
+    ///
+    /// With `resealing` (the default), a version 2 bundle's derived values are computed again from the edited
+    /// metadata and the store's bytes, as an honest writer would: `store.digest` from `store.size` and
+    /// `store.segments` (FORMAT.md 13.1), and `store.deflateRestarts.crc32s` at the index's interval. So an edit
+    /// tests the rule it breaks, not the digest that no longer matches; without it, the edits alone are written.
     public static func rewritingMetadata(of bundle: String, to target: String, _ edits: [(String, String)],
-                                         then statement: String? = nil) throws {
+                                         then statement: String? = nil, resealing: Bool = true) throws {
         let patch = "{" + edits.map { "\"\($0.0)\": \($0.1)" }.joined(separator: ", ") + "}"
-        try run(metadataRewriter, [bundle, target, patch] + (statement.map { [$0] } ?? []))
+        try run(metadataRewriter, [bundle, target, patch, statement ?? "", resealing ? "reseal" : ""])
     }
 
     static let metadataRewriter = """
         import json, shutil, sys, zipfile
         source, target, edits = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-        statement = sys.argv[4] if len(sys.argv) > 4 else None
+        statement = sys.argv[4] or None
+        reseal = sys.argv[5] == 'reseal'
+        def resealed(metadata, archive):
+            # What a writer derives (FORMAT.md 13.1), computed from whatever the edits left.
+            import hashlib, zlib
+            store = metadata.get('store', {})
+            if metadata.get('formatVersion') != 2 or not isinstance(store, dict):
+                return
+            data = None
+            restarts = store.get('deflateRestarts')
+            if isinstance(restarts, dict) and isinstance(restarts.get('interval'), int) and restarts['interval'] > 0:
+                data = archive.read('StoreContent/persistentStore')
+                step = restarts['interval']
+                restarts['crc32s'] = ''.join('%08x' % zlib.crc32(data[i:i + step]) for i in range(0, len(data), step))
+            segments = store.get('segments')
+            size = store.get('size')
+            if isinstance(segments, dict) and isinstance(size, int) and isinstance(segments.get('interval'), int):
+                try:
+                    raw = bytes.fromhex(segments.get('sha256', ''))
+                except (ValueError, TypeError):
+                    return
+                mask = (1 << 64) - 1
+                store['digest'] = hashlib.sha256(b'MDZ-store-digest-2' + (size & mask).to_bytes(8, 'little')
+                                                 + (segments['interval'] & mask).to_bytes(8, 'little') + raw).hexdigest()
         shutil.copyfile(source, target)
         with zipfile.ZipFile(target, 'a') as archive:
             info = archive.getinfo('DocumentMetadata.json')
@@ -42,6 +70,8 @@ public enum Python {
                     node[key] = value
             if statement:
                 exec(statement)
+            if reseal:
+                resealed(metadata, archive)
             archive.filelist.remove(info)
             del archive.NameToInfo[info.filename]
             archive.start_dir = info.header_offset

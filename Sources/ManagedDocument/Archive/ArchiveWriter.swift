@@ -10,7 +10,9 @@ import SystemPackage
 struct EntryDigest: Equatable, Sendable {
     var name: String
     var size: Int64
-    var sha256: String
+    /// The SHA-256 of its bytes; `nil` when the writer was asked not to compute it (a version 2 store, checked by its
+    /// segment digests) or when it reused segments.
+    var sha256: String?
     /// Where the entry's deflate stream starts afresh, when ``ParallelDeflater`` made it.
     var restarts: DeflateRestarts? = nil
 }
@@ -96,9 +98,10 @@ final class ArchiveWriter {
     ///     compressed (``ParallelDeflater/Reuse``); the entry is then deflated in restartable slices whatever the
     ///     entry's size and the writer's threads.
     ///   - read: fills the buffer and returns how many bytes it wrote; 0 at the end.
+    ///   - hashing: compute the SHA-256 of the entry's bytes (``EntryDigest/sha256``).
     @discardableResult
     func addEntry(named name: String, size: Int64, compressed: Bool, reuse: ParallelDeflater.Reuse? = nil,
-                  read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> EntryDigest {
+                  hashing: Bool = true, read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> EntryDigest {
         precondition(!isFinished, "entry added after finish()")
         precondition(size >= 0, "an entry's size is never negative")
         let deflates = compressed && deflateLevel > 0
@@ -114,9 +117,10 @@ final class ArchiveWriter {
         try sink.write(entry.localHeader())
         let written: (crc32: UInt32, compressedSize: UInt64, digest: EntryDigest)
         if deflates {
-            written = try writeDeflated(named: name, size: size, bound: bound, reuse: reuse, read: read)
+            written = try writeDeflated(named: name, size: size, bound: bound, reuse: reuse, hashing: hashing,
+                                        read: read)
         } else {
-            let (crc, sha256) = try writeStored(named: name, size: size, read: read)
+            let (crc, sha256) = try writeStored(named: name, size: size, hashing: hashing, read: read)
             written = (crc, UInt64(size), EntryDigest(name: name, size: size, sha256: sha256))
         }
         try sink.write(entry.dataDescriptor(crc32: written.crc32, compressedSize: written.compressedSize))
@@ -129,9 +133,11 @@ final class ArchiveWriter {
 
     /// Writes a stored entry's bytes as they come, its CRC-32 computed on this thread and its SHA-256 on a second
     /// one (``ChunkPipeline``).
-    private func writeStored(named name: String, size: Int64, read: (UnsafeMutableRawBufferPointer) throws -> Int)
-    throws -> (crc32: UInt32, sha256: String) {
-        let pipeline = ChunkPipeline.forStream(ofSize: size)
+    private func writeStored(named name: String, size: Int64, hashing: Bool,
+                             read: (UnsafeMutableRawBufferPointer) throws -> Int)
+    throws -> (crc32: UInt32, sha256: String?) {
+        let pipeline = ChunkPipeline.forStream(ofSize: size,
+                                               hashing: ChunkPipeline.Hashing(whole: hashing, segmentInterval: nil))
         var crc = CRC32()
         var written: Int64 = 0
         while true {
@@ -152,13 +158,13 @@ final class ArchiveWriter {
             throw DocumentError(.sizeMismatch, path: path, entry: name,
                                 reason: "the source shrank while it was being packed; nothing was replaced")
         }
-        return (crc.value, pipeline.finalize())
+        return (crc.value, pipeline.finalizeDigests().sha256)
     }
 
     /// Writes a deflated entry's stream, which ``ParallelDeflater`` compresses: on the writer's threads for a large
     /// entry or one that reuses segments, on this one otherwise. Reused segments are copied file to file.
     private func writeDeflated(named name: String, size: Int64, bound: Int64, reuse: ParallelDeflater.Reuse?,
-                               read: (UnsafeMutableRawBufferPointer) throws -> Int)
+                               hashing: Bool, read: (UnsafeMutableRawBufferPointer) throws -> Int)
     throws -> (crc32: UInt32, compressedSize: UInt64, digest: EntryDigest) {
         let isLarge = size >= Self.parallelDeflateThreshold
         let deflater = try ParallelDeflater(level: deflateLevel, workers: isLarge || reuse != nil ? compressionThreads : 0,
@@ -179,7 +185,7 @@ final class ArchiveWriter {
             }, copy: { source, range, origin in
                 try grow(by: Int64(range.count))
                 try sink.copy(from: source, range: range, origin: origin)
-            }, reuse: reuse)
+            }, reuse: reuse, hashing: hashing)
         } catch let failure as ParallelDeflater.Failure {
             throw error(for: failure, entry: name)
         }

@@ -14,13 +14,61 @@ public struct DeflateRestarts: Codable, Sendable, Equatable {
     public var compressedSize: Int64?
     /// The CRC-32 of the entry these offsets describe (see ``compressedSize``).
     public var crc32: UInt32?
+    /// The CRC-32 of each restart segment's uncompressed bytes, 8 lowercase hexadecimal characters each,
+    /// concatenated (format version 2, FORMAT.md 13.1: a writer combines the entry's CRC-32 from them for segments it
+    /// copies unread; a reader checks each segment it inflates on its own). `nil` in a version 1 bundle.
+    public var crc32s: String? = nil
 
     /// A restart index with these values.
-    public init(interval: Int64, offsets: [Int64], compressedSize: Int64? = nil, crc32: UInt32? = nil) {
+    public init(interval: Int64, offsets: [Int64], compressedSize: Int64? = nil, crc32: UInt32? = nil,
+                crc32s: String? = nil) {
         self.interval = interval
         self.offsets = offsets
         self.compressedSize = compressedSize
         self.crc32 = crc32
+        self.crc32s = crc32s
+    }
+}
+
+extension DeflateRestarts {
+    /// ``crc32s`` spelled from one CRC-32 per restart segment.
+    static func spelled(_ crcs: [UInt32]) -> String {
+        var text = [UInt8]()
+        text.reserveCapacity(crcs.count * 8)
+        let digits = Array("0123456789abcdef".utf8)
+        for crc in crcs {
+            for shift in stride(from: 28, through: 0, by: -4) { text.append(digits[Int(crc >> UInt32(shift) & 0xF)]) }
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// The recorded CRC-32 of restart segment `index`; `nil` when ``crc32s`` is absent or does not hold it as 8
+    /// lowercase hexadecimal characters (a reader checks the whole string when the bundle opens).
+    func recordedCRC(ofSegment index: Int) -> UInt32? {
+        guard let crc32s, index >= 0 else { return nil }
+        let text = crc32s.utf8
+        let (start, overflow) = index.multipliedReportingOverflow(by: 8)
+        guard !overflow, start <= text.count - 8 else { return nil }
+        var value: UInt32 = 0
+        for character in text.dropFirst(start).prefix(8) {
+            guard let nibble = Hex.nibble(character) else { return nil }
+            value = value << 4 | UInt32(nibble)
+        }
+        return value
+    }
+
+    /// Why ``crc32s`` does not hold one CRC-32 per offset in lowercase hexadecimal; `nil` when it does.
+    var crc32sProblem: String? {
+        guard let crc32s else { return "'crc32s' is missing (format version 2 requires it with the restart index)" }
+        let count = crc32s.utf8.count
+        guard count % 8 == 0, count / 8 == offsets.count else {
+            return "'crc32s' holds \(count) characters where \(offsets.count) segments need \(offsets.count * 8)"
+        }
+        if let position = crc32s.utf8.firstIndex(where: { Hex.nibble($0) == nil })
+            .map({ crc32s.utf8.distance(from: crc32s.utf8.startIndex, to: $0) }) {
+            return "'crc32s' is not lowercase hexadecimal at character \(position) (segment \(position / 8))"
+        }
+        return nil
     }
 }
 

@@ -39,8 +39,11 @@ final class ParallelDeflater {
         var uncompressedSize: Int64
         var compressedSize: Int64
         var crc32: UInt32
-        var sha256: String
-        /// Where each segment of ``restartInterval`` bytes starts in the compressed stream.
+        /// The SHA-256 of the source; `nil` when not asked for, or when segments were reused (the source is not
+        /// read where they are).
+        var sha256: String?
+        /// Where each segment of ``restartInterval`` bytes starts in the compressed stream, with each segment's
+        /// CRC-32 (``DeflateRestarts/crc32s``).
         var restarts: DeflateRestarts
     }
 
@@ -187,8 +190,8 @@ final class ParallelDeflater {
 
     /// Restart segments whose compressed bytes are taken from an earlier stream of the same restart interval
     /// instead of being compressed again (an incremental save, FORMAT.md 16.1). The caller proved each reused
-    /// segment's bytes unchanged and knows their CRC-32 and the whole stream's SHA-256 (the source is not read
-    /// where segments are reused, so this compressor cannot hash it).
+    /// segment's bytes unchanged and knows their CRC-32 (the source is not read where segments are reused, so this
+    /// compressor cannot hash it: a version 2 store needs no whole-stream SHA-256).
     struct Reuse {
         /// The CRC-32 of restart segment `index`'s uncompressed bytes when its compressed bytes are reused; `nil`
         /// when it is compressed. Only the last segment of the stream may be a reused last segment (one that ends
@@ -198,18 +201,19 @@ final class ParallelDeflater {
         var skip: (_ count: Int64) throws -> Void
         /// Where restart segment `index`'s reused compressed bytes lie: the file, the byte range, its path.
         var source: (_ index: Int) -> (file: FileDescriptor, range: Range<Int64>, path: FilePath)
-        /// The SHA-256 of the whole source, asked for once every segment is written.
-        var sha256: () throws -> String
     }
 
     /// Compresses exactly `size` bytes pulled from `read` (which returns 0 at the end) and hands the compressed bytes,
     /// in order, to `write`; with `reuse`, the restart segments it names are handed to `copy` (a file range) instead.
+    /// With `hashing`, the source's SHA-256 is computed too (never when segments are reused).
     func compress(size: Int64, read: (UnsafeMutableRawBufferPointer) throws -> Int,
                   write: (UnsafeRawBufferPointer) throws -> Void,
                   copy: (FileDescriptor, Range<Int64>, FilePath) throws -> Void = { _, _, _ in },
-                  reuse: Reuse? = nil) throws -> Result {
+                  reuse: Reuse? = nil, hashing: Bool = true) throws -> Result {
+        let hashes = hashing && reuse == nil
         var hasher = SHA256()
         var crc: UInt32 = 0
+        var segmentCRCs: [UInt32] = []
         var consumed: Int64 = 0
         var compressed: Int64 = 0
         var submitted = 0
@@ -221,7 +225,12 @@ final class ParallelDeflater {
             slot.done.wait()
             slot.isPending = false
             if let failure = slot.failure { throw Failure.compressor(engine, failure) }
-            if slot.isRestart { restarts.append(compressed) }
+            if slot.isRestart {
+                restarts.append(compressed)
+                segmentCRCs.append(slot.crc32)
+            } else if let last = segmentCRCs.indices.last {
+                segmentCRCs[last] = CRC32.combine(segmentCRCs[last], slot.crc32, lengthB: slot.length)
+            }
             crc = CRC32.combine(crc, slot.crc32, lengthB: slot.length)
             if let index = slot.reusedSegment, let reuse {
                 let source = reuse.source(index)
@@ -288,7 +297,7 @@ final class ParallelDeflater {
                 let extra = try withUnsafeMutableBytes(of: &probe) { try read($0) }
                 if extra != 0 { throw Failure.sizeMismatch(grew: true) }
             }
-            if reuse == nil { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: slice[..<length])) }
+            if hashes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: slice[..<length])) }
             let worker = workers[submitted % workers.count]
             slot.isPending = true
             if let queue = worker.queue {
@@ -301,7 +310,8 @@ final class ParallelDeflater {
         }
         while emitted < submitted { try emitOldest() }
         return Result(uncompressedSize: consumed, compressedSize: compressed, crc32: crc,
-                      sha256: try reuse?.sha256() ?? hasher.finalize().hexString,
-                      restarts: DeflateRestarts(interval: Int64(restartInterval), offsets: restarts))
+                      sha256: hashes ? hasher.finalize().hexString : nil,
+                      restarts: DeflateRestarts(interval: Int64(restartInterval), offsets: restarts,
+                                                crc32s: DeflateRestarts.spelled(segmentCRCs)))
     }
 }

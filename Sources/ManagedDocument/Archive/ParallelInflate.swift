@@ -30,6 +30,8 @@ final class ParallelInflater {
         case segmentSize(index: Int, produced: Int, expected: Int)
         /// The file ended before the segment's bytes did.
         case truncated(index: Int)
+        /// The segment's bytes do not have the CRC-32 the index records for it (format version 2).
+        case segmentCRC(index: Int)
         case io(Errno)
         /// zlib could not allocate an inflater.
         case outOfMemory
@@ -37,7 +39,9 @@ final class ParallelInflater {
 
     struct Result {
         var crc32: UInt32
-        var sha256: String
+        /// The SHA-256 of every byte in order; `nil` when not asked for (a version 2 store is checked by its
+        /// segment digests instead).
+        var sha256: String?
     }
 
     /// The most compressed bytes a segment of `length` uncompressed bytes may take: what ``ParallelDeflater``'s
@@ -178,9 +182,11 @@ final class ParallelInflater {
     }
 
     /// Inflates the entry whose compressed data starts at `dataOffset` in `descriptor`, handing the bytes in order
-    /// to `consume`. The index must have passed ``check(_:size:compressedSize:)``.
+    /// to `consume`. The index must have passed ``check(_:size:compressedSize:)``. Each segment is checked against
+    /// its recorded CRC-32 when the index records them (``DeflateRestarts/crc32s``, checked when the bundle opened),
+    /// before any of its bytes are handed on; with `hashing`, the bytes' SHA-256 is computed too.
     func inflate(_ descriptor: FileDescriptor, dataOffset: UInt64, size: UInt64, compressedSize: UInt64,
-                 restarts: DeflateRestarts,
+                 restarts: DeflateRestarts, hashing: Bool = true,
                  consume: (UnsafeRawBufferPointer) throws -> Void) throws -> Result {
         var hasher = SHA256()
         var crc: UInt32 = 0
@@ -209,13 +215,16 @@ final class ParallelInflater {
             slot.done.wait()
             slot.isPending = false
             if let failure = slot.failure { throw failure }
+            if restarts.crc32s != nil, restarts.recordedCRC(ofSegment: slot.index) != slot.crc32 {
+                throw Failure.segmentCRC(index: slot.index)
+            }
             let bytes = UnsafeRawBufferPointer(rebasing: slot.output[..<slot.produced])
-            hasher.update(bufferPointer: bytes)
+            if hashing { hasher.update(bufferPointer: bytes) }
             crc = CRC32.combine(crc, slot.crc32, lengthB: slot.produced)
             try consume(bytes)
             emitted += 1
         }
-        return Result(crc32: crc, sha256: hasher.finalize().hexString)
+        return Result(crc32: crc, sha256: hashing ? hasher.finalize().hexString : nil)
     }
 }
 

@@ -69,8 +69,8 @@ public struct BatchItem: Sendable, Codable, Equatable {
     public var bytesOut: Int64 = 0
     /// Seconds spent on the item.
     public var duration: Double = 0
-    /// SHA-256 of the bundle's store entry.
-    public var storeSHA256: String?
+    /// The bundle's store digest (`store.digest`, FORMAT.md 13.1; `store.sha256` for a version 1 bundle).
+    public var storeDigest: String?
     /// SHA-256 of the source's main store file, as converted.
     public var sourceSHA256: String?
     /// Rows in the store, all tables, for items converted by this run.
@@ -556,7 +556,7 @@ public final class BatchConverter: Sendable {
                                  outcome: .alreadyDone, bundle: self.relative(bundle))
             done.bytesIn = metadata.provenance?.size ?? 0
             done.bytesOut = bytes
-            done.storeSHA256 = metadata.store.sha256
+            done.storeDigest = metadata.store.contentDigest
             done.sourceSHA256 = metadata.provenance?.mainFileSHA256
             return (done, options.migrations != nil && !options.dryRun ? bundle : nil)
         case .store(let store, let relative):
@@ -675,7 +675,7 @@ public final class BatchConverter: Sendable {
             item.kind = .legacyStore(report.kind)
             item.bytesIn = report.sourceBytes
             item.bytesOut = report.bundleBytes
-            item.storeSHA256 = report.storeSHA256
+            item.storeDigest = report.storeDigest
             item.sourceSHA256 = report.sourceSHA256
             if report.outcome == .converted { item.rows = report.rowCounts.values.reduce(0, +) }
             switch report.legacyPolicy {

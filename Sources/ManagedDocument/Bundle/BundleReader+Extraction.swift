@@ -153,7 +153,9 @@ extension BundleReader {
                        shouldWrite: (BundleEntry) -> Bool) throws -> UInt64 {
         var byName: [String: BundleEntry] = [:]
         for entry in entries { byName[entry.name] = entry }
-        var expected: [String: String] = [BundleLayout.store: metadata.store.sha256]
+        // > A version 2 store has no whole-file SHA-256: its segment digests check it (FORMAT.md 13.1).
+        var expected: [String: String] = [:]
+        if let sha256 = metadata.store.sha256 { expected[BundleLayout.store] = sha256 }
         for entry in metadata.entries { expected[entry.name] = entry.sha256 }
 
         // libarchive walks the headers (it must see exactly the entries the directory lists); the data is read
@@ -220,29 +222,36 @@ extension BundleReader {
 
     /// One entry's data, read where the reader validated it lies (on every core by its restart points, or in one
     /// stream), bounded by its declared size, written to `target` when given, and checked: size, SQLite header and
-    /// declared size for the store, SHA-256 against `expected`, and the store's segment digests when asked.
+    /// declared size for the store, SHA-256 against `expected` (none for a version 2 store), and the store's segment
+    /// digests when asked, and always for a version 2 store (its content is checked by them, FORMAT.md 13.1).
     ///
     /// - Returns: the number of bytes inflated.
     private func stream(_ entry: BundleEntry, reader: EntryReader, pipeline: ChunkPipeline, expected: String?,
                         to target: (FileDescriptor, FilePath)?, checkingSegments: Bool) throws -> UInt64 {
         let name = entry.name
+        let isStore = entry.role == .store
+        let segmentInterval = isStore && (checkingSegments || metadata.formatVersion >= 2)
+            ? metadata.store.segments?.interval : nil
         var written: UInt64 = 0
         var head: [UInt8] = []
-        var parallelDigest: String?
-        var segments = checkingSegments && entry.role == .store
-            ? metadata.store.segments.map { SegmentHasher(interval: $0.interval) } : nil
+        var inflated: (sha256: String?, segments: [String]?)?
+        func take(_ chunk: UnsafeRawBufferPointer) throws {
+            written += UInt64(chunk.count)
+            if head.count < 100 {
+                head.append(contentsOf: chunk.prefix(100 - head.count))
+                try checkDeclaredSize(entry, head: head)
+            }
+            if let (output, outputPath) = target { try FileSystem.writeAll(output, chunk, path: outputPath) }
+        }
         if let restarts = parallelRestarts(for: entry) {
             // Inflated on every core from the restart points its writer recorded; libarchive skips the data.
+            var segments = segmentInterval.map { SegmentHasher(interval: $0) }
             do {
-                parallelDigest = try inflateInParallel(entry, restarts: restarts) { chunk in
-                    written += UInt64(chunk.count)
+                let sha256 = try inflateInParallel(entry, restarts: restarts, hashing: expected != nil) { chunk in
                     segments?.update(chunk)
-                    if head.count < 100 {
-                        head.append(contentsOf: chunk.prefix(100 - head.count))
-                        try checkDeclaredSize(entry, head: head)
-                    }
-                    if let (output, outputPath) = target { try FileSystem.writeAll(output, chunk, path: outputPath) }
+                    try take(chunk)
                 }
+                inflated = (sha256, segments.map { var hasher = $0; return hasher.finalize() })
             } catch let error as DocumentError
                         where restartIndex == .used(segments: restarts.offsets.count, identified: false)
                         && (error.code == .corruptArchive || error.code == .sizeMismatch) {
@@ -250,7 +259,6 @@ extension BundleReader {
                 // > a hint, not the content; the entry is read again in one stream, checked as any other.
                 written = 0
                 head = []
-                segments = segments.map { SegmentHasher(interval: $0.interval) }
                 if let (output, outputPath) = target {
                     guard ftruncate(output.rawValue, 0) == 0, lseek(output.rawValue, 0, SEEK_SET) == 0 else {
                         throw DocumentError.io("cannot start the extracted file again", path: outputPath,
@@ -259,55 +267,48 @@ extension BundleReader {
                 }
             }
         }
-        let digest: String
-        if let parallelDigest {
-            digest = parallelDigest
-        } else {
+        if inflated == nil {
+            // > Hashed on the pipeline's thread while the next chunk inflates: the whole stream's SHA-256, the
+            // > segments' or both, as the entry's checks need.
+            pipeline.start(ChunkPipeline.Hashing(whole: expected != nil, segmentInterval: segmentInterval))
             reader.start(entry.location)
             while true {
                 let buffer = pipeline.acquire()
                 let count = try reader.read(into: buffer)
                 if count == 0 { break }
-                written += UInt64(count)
-                guard written <= entry.size else {
+                guard written + UInt64(count) <= entry.size else {
                     throw DocumentError(.sizeMismatch, path: path, entry: name,
                                         reason: "inflates to more than the \(entry.size) bytes its header declares (a zip bomb, or damage); stopped")
                 }
-                let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
-                segments?.update(chunk)
-                if head.count < 100 {
-                    head.append(contentsOf: chunk.prefix(100 - head.count))
-                    try checkDeclaredSize(entry, head: head)
-                }
-                if let (output, outputPath) = target { try FileSystem.writeAll(output, chunk, path: outputPath) }
+                try take(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
                 pipeline.submit(count)
             }
-            digest = pipeline.finalize()
+            let digests = pipeline.finalizeDigests()
+            inflated = (digests.sha256, digests.segments)
         }
         guard written == entry.size else {
             throw DocumentError(.sizeMismatch, path: path, entry: name,
                                 reason: "inflates to \(written) bytes, not the \(entry.size) its header declares; the bundle is damaged")
         }
-        if entry.role == .store, !StoreInspector.hasSQLiteHeader(head) {
+        if isStore, !StoreInspector.hasSQLiteHeader(head) {
             throw DocumentError(.notSQLite, path: path, entry: name, reason: "is not a SQLite database")
         }
-        guard digest == expected else {
+        if let expected, inflated?.sha256 != expected {
             throw DocumentError(.checksumMismatch, path: path, entry: name,
                                 reason: "its SHA-256 does not match the metadata; the bundle is damaged, restore it from a backup")
         }
-        if let segments { try checkSegmentDigests(segments, entry: name) }
+        if let segments = inflated?.segments { try checkSegmentDigests(segments, entry: name) }
         return written
     }
 
     /// Refuses a store whose segments, hashed as it was read, do not match `store.segments`, naming the first.
-    private func checkSegmentDigests(_ segments: SegmentHasher, entry name: String) throws {
+    private func checkSegmentDigests(_ computed: [String], entry name: String) throws {
         guard let recorded = metadata.store.segments else { return }
-        var hasher = segments
         // > As many as recorded: their count was checked against the store's size when the reader opened.
-        if let index = zip(hasher.finalize(), recorded.digests).enumerated().first(where: { $1.0 != $1.1 })?.offset {
+        if let index = zip(computed, recorded.digests).enumerated().first(where: { $1.0 != $1.1 })?.offset {
             let range = recorded.range(ofSegment: index, size: metadata.store.size)
             throw DocumentError(.checksumMismatch, path: path, entry: name,
-                                reason: "segment \(index) (bytes \(range.lowerBound)-\(range.upperBound - 1)) does not match its SHA-256 in 'store.segments'; the metadata does not describe this store")
+                                reason: "segment \(index) (bytes \(range.lowerBound)-\(range.upperBound - 1)) does not match its SHA-256 in 'store.segments'; the bundle is damaged, restore it from a backup")
         }
     }
 
@@ -331,14 +332,16 @@ extension BundleReader {
         return restarts  // checked against the entry when the reader opened
     }
 
-    /// Inflates `entry` on several cores; returns the SHA-256 of its bytes after checking their CRC-32.
-    private func inflateInParallel(_ entry: BundleEntry, restarts: DocumentMetadata.DeflateRestarts,
-                                   consume: (UnsafeRawBufferPointer) throws -> Void) throws -> String {
+    /// Inflates `entry` on several cores; returns the SHA-256 of its bytes (when `hashing`) after checking their
+    /// CRC-32, and each restart segment's against its recorded CRC-32 (format version 2).
+    private func inflateInParallel(_ entry: BundleEntry, restarts: DocumentMetadata.DeflateRestarts, hashing: Bool,
+                                   consume: (UnsafeRawBufferPointer) throws -> Void) throws -> String? {
         let result: ParallelInflater.Result
         do {
             let inflater = try ParallelInflater(workers: ParallelDeflater.availableCores, interval: restarts.interval)
             result = try inflater.inflate(descriptor, dataOffset: entry.dataOffset, size: entry.size,
-                                          compressedSize: entry.compressedSize, restarts: restarts, consume: consume)
+                                          compressedSize: entry.compressedSize, restarts: restarts, hashing: hashing,
+                                          consume: consume)
         } catch let failure as ParallelInflater.Failure {
             switch failure {
             case .segment(let index, .overflow):
@@ -353,6 +356,9 @@ extension BundleReader {
             case .segmentSize(let index, let produced, let expected):
                 throw DocumentError(.sizeMismatch, path: path, entry: entry.name,
                                     reason: "segment \(index) inflates to \(produced) bytes, not \(expected); the bundle is damaged")
+            case .segmentCRC(let index):
+                throw DocumentError(.checksumMismatch, path: path, entry: entry.name,
+                                    reason: "restart segment \(index) does not match its CRC-32 in 'store.deflateRestarts.crc32s'; the bundle is damaged, restore it from a backup")
             case .truncated:
                 throw DocumentError(.truncatedArchive, path: path, entry: entry.name,
                                     reason: "the archive ends before the entry's data does; the bundle is truncated")

@@ -145,8 +145,9 @@ public final class BundleReader: Sendable {
         let mediaType = try Self.mediaType(entries, in: file, sniffable: layoutProblems.isEmpty)  // 15.5
         try Self.checkRequiredEntries(entries, path: path)                               // 15.5
         let metadata = try Self.metadata(entries, in: file, mediaType: mediaType, limits: limits)  // 15.5
-        let restartIndex = try Self.restartIndexUse(metadata.store.deflateRestarts,      // hints (11.4)
-                                                    store: entries.first { $0.role == .store }!, path: path)
+        let restartIndex = try Self.restartIndexUse(metadata.store.deflateRestarts,      // hints (11.4, 13.1)
+                                                    store: entries.first { $0.role == .store }!,
+                                                    metadata: metadata, path: path)
 
         self.path = path
         self.limits = limits
@@ -227,7 +228,10 @@ public final class BundleReader: Sendable {
             throw mismatch("'store.size' is \(metadata.store.size) but the entry holds \(store.size) bytes",
                            entry: BundleLayout.store)
         }
-        guard isSHA256(metadata.store.sha256) else { throw mismatch("'store.sha256' is not a SHA-256") }
+        // > The keys a version requires were checked when the metadata was decoded.
+        if metadata.formatVersion < 2, let sha256 = metadata.store.sha256, !isSHA256(sha256) {
+            throw mismatch("'store.sha256' is not a SHA-256")
+        }
         if let segments = metadata.store.segments {
             // > Numbers from the bundle: checked before any arithmetic, and the arithmetic checked too (an interval
             // > of 2⁶³ − 1 must be refused, not overflow into a trap).
@@ -244,6 +248,16 @@ public final class BundleReader: Sendable {
             if let bad = segments.sha256.utf8.firstIndex(where: { !((0x30...0x39).contains($0) || (0x61...0x66).contains($0)) }) {
                 let position = segments.sha256.utf8.distance(from: segments.sha256.utf8.startIndex, to: bad)
                 throw mismatch("'store.segments.sha256' is not lowercase hexadecimal at character \(position) (segment \(position / 64))")
+            }
+            if metadata.formatVersion >= 2 {
+                // > Computed from the metadata alone: a digest that does not name these segments is a lie found
+                // > before any byte of the store is read.
+                guard let digest = metadata.store.digest, isSHA256(digest) else {
+                    throw mismatch("'store.digest' is not a SHA-256")
+                }
+                guard segments.storeDigest(size: metadata.store.size) == digest else {
+                    throw mismatch("'store.digest' is not the digest of 'store.size' and 'store.segments'")
+                }
             }
         }
         var listed: [String: DocumentMetadata.Entry] = [:]
@@ -278,7 +292,7 @@ public final class BundleReader: Sendable {
     /// the entry's stream, ignored when it describes another one (a repack), refused when it claims this stream and
     /// does not fit it.
     private static func restartIndexUse(_ restarts: DocumentMetadata.DeflateRestarts?, store: BundleEntry,
-                                        path: FilePath) throws -> RestartIndexUse {
+                                        metadata: DocumentMetadata, path: FilePath) throws -> RestartIndexUse {
         guard let restarts else { return .absent }
         guard store.isCompressed else {
             return .stale(reason: "the store entry is stored, not deflated (the bundle was repacked)")
@@ -291,6 +305,11 @@ public final class BundleReader: Sendable {
             guard isIdentified else { return .stale(reason: "it does not fit the entry: \(problem)") }
             throw DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
                                 reason: "'store.deflateRestarts' names this entry's stream but does not describe it: \(problem); the metadata does not describe this bundle")
+        }
+        if metadata.formatVersion >= 2, let problem = restarts.crc32sProblem {
+            // > Version 2 (FORMAT.md 13.1): an index in use carries one CRC-32 per restart segment.
+            throw DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
+                                reason: "'store.deflateRestarts' describes this entry's stream but \(problem); the metadata does not describe this bundle")
         }
         return .used(segments: restarts.offsets.count, identified: isIdentified)
     }

@@ -176,14 +176,17 @@ public enum BundleWriter {
     ///     store is not opened once more.
     ///   - permissionsOf: a file whose permission bits the new bundle may not exceed (a converted store's privacy
     ///     carries over).
-    ///   - completingMetadata: changes the metadata once the store is packed, given what was packed (its size and
-    ///     SHA-256), before the metadata entry is written.
+    ///   - hashingStoreWhole: compute the store's whole-file SHA-256 too (``EntryDigest/sha256``), which format
+    ///     version 2 does not record: a converter that packs the source's own file records it as the source's.
+    ///   - completingMetadata: changes the metadata once the store is packed, given what was packed (its size, and
+    ///     its SHA-256 when asked), before the metadata entry is written.
     ///   - reusing: the loan of the bundle at `target` made when this process last verified it (extracted every
     ///     entry of it, or wrote it): while the file there still holds it, the store's unchanged segments are copied
     ///     from it instead of being deflated again (``SegmentLoan``, ``SegmentReuse``, FORMAT.md 16.1).
     static func stage(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
                       replacingExisting: Bool = false, options: WritingOptions, storeFacts: StoreFacts? = nil,
                       permissionsOf: FilePath? = nil, reusing: SegmentLoan? = nil, storeImage: StoreImage? = nil,
+                      hashingStoreWhole: Bool = false,
                       completingMetadata: (inout DocumentMetadata, EntryDigest) throws -> Void = { _, _ in })
     throws -> Staged {
         try options.validate(for: target)
@@ -224,11 +227,12 @@ public enum BundleWriter {
         let compress = options.deflateLevel > 0
         let (storeDigest, segments, plan, report) = try addStore(content.store, compressed: compress, to: writer,
                                                                  target: target, reusing: reusing, options: options,
-                                                                 image: storeImage)
+                                                                 image: storeImage, hashingWhole: hashingStoreWhole)
         var entries: [DocumentMetadata.Entry] = []
         for file in files {
             let (digest, _) = try addFile(file.source, named: file.name, compressed: compress, to: writer)
-            entries.append(DocumentMetadata.Entry(name: digest.name, size: digest.size, sha256: digest.sha256))
+            // > Content files are always hashed whole (no segment digests asked for).
+            entries.append(DocumentMetadata.Entry(name: digest.name, size: digest.size, sha256: digest.sha256 ?? ""))
         }
 
         var result = metadata
@@ -237,9 +241,15 @@ public enum BundleWriter {
         result.formatVersion = BundleLayout.formatVersion
         result.modifiedAt = now
         result.generator = DocumentMetadata.Generator(name: "ManagedDocument", version: ManagedDocumentVersion.string)
+        // > Format version 2 (FORMAT.md 13.1): the store digest is made of the segment digests, with no whole-file
+        // > SHA-256; the restart index carries each restart segment's CRC-32.
+        guard let segments, let contentDigest = segments.storeDigest(size: storeDigest.size) else {
+            throw DocumentError(.ioFailure, path: target, entry: BundleLayout.store,
+                                reason: "the store's segment digests were not computed; nothing was written")
+        }
         result.store = DocumentMetadata.Store(
-            entry: BundleLayout.store, size: storeDigest.size, sha256: storeDigest.sha256, pageSize: facts.pageSize,
-            userVersion: facts.userVersion, applicationID: facts.applicationID,
+            entry: BundleLayout.store, size: storeDigest.size, sha256: nil, digest: contentDigest,
+            pageSize: facts.pageSize, userVersion: facts.userVersion, applicationID: facts.applicationID,
             schemaFingerprint: facts.schemaFingerprint, deflateRestarts: storeDigest.restarts, segments: segments)
         result.entries = entries
         let encodedMetadata = try result.encoded()
@@ -256,7 +266,7 @@ public enum BundleWriter {
             try written.verifyEntries(checkingSegments: true)  // mostly new: inflated on every core, all of it
             try plan.checkPreviousUnchanged()
         } else {
-            try written.verifyEntries(checkingSegments: false)  // written from the bytes the store's SHA-256 covers
+            try written.verifyEntries(checkingSegments: false)  // a version 2 store: checked by its segment digests
         }
         return Staged(metadata: written.metadata, report: report, fileSize: Int64(written.fileSize), atomic: atomic)
     }
@@ -276,12 +286,13 @@ public enum BundleWriter {
     ///
     /// With `image`, the store's bytes read already: they are packed (the file is not read again).
     private static func addStore(_ store: FilePath, compressed: Bool, to writer: ArchiveWriter, target: FilePath,
-                                 reusing: SegmentLoan?, options: WritingOptions, image: StoreImage? = nil)
+                                 reusing: SegmentLoan?, options: WritingOptions, image: StoreImage? = nil,
+                                 hashingWhole: Bool)
     throws -> (EntryDigest, DocumentMetadata.SegmentDigests?, SegmentReuse?, SaveReport) {
         var reason = "no bundle this process verified to reuse (a first save, or incremental saves are off)"
         if let image {
             let (digest, segments) = try addBytes(image.bytes, named: BundleLayout.store, compressed: compressed, to: writer,
-                                                  segmentDigests: options.maximumSegmentDigests)
+                                                  segmentDigests: options.maximumSegmentDigests, hashingWhole: hashingWhole)
             reason = "the store was written from the bytes the conversion read and checked"
             return (digest, segments, nil, SaveReport(mode: .full, segments: digest.restarts?.offsets.count ?? 0,
                                                       reusedSegments: 0, reason: reason))
@@ -297,14 +308,14 @@ public enum BundleWriter {
             } else if let plan = try planReuse(store, target: target, loan: reusing, options: options,
                                                reason: &reason) {
                 let digest = try addFile(store, named: BundleLayout.store, compressed: true, to: writer, reuse: plan).0
-                let (_, digests, reused) = try plan.finish()
+                let (digests, reused) = try plan.finish()
                 let report = SaveReport(mode: .incremental, segments: reused.count,
                                         reusedSegments: reused.lazy.filter { $0 }.count, reason: nil)
                 return (digest, digests, plan, report)
             }
         }
         let (digest, segments) = try addFile(store, named: BundleLayout.store, compressed: compressed, to: writer,
-                                             segmentDigests: options.maximumSegmentDigests)
+                                             segmentDigests: options.maximumSegmentDigests, hashingWhole: hashingWhole)
         let report = SaveReport(mode: .full, segments: digest.restarts?.offsets.count ?? 0, reusedSegments: 0,
                                 reason: reason)
         return (digest, segments, nil, report)
@@ -371,7 +382,7 @@ public enum BundleWriter {
     /// With `reuse`, the segments it names are copied from the replaced bundle (the source skips them) and its
     /// digests, made from the same bytes, are the file's.
     private static func addFile(_ source: FilePath, named name: String, compressed: Bool, to writer: ArchiveWriter,
-                                segmentDigests: Int? = nil, reuse: SegmentReuse? = nil)
+                                segmentDigests: Int? = nil, hashingWhole: Bool = false, reuse: SegmentReuse? = nil)
     throws -> (EntryDigest, DocumentMetadata.SegmentDigests?) {
         let descriptor = try FileSystem.openForReading(source)
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
@@ -395,11 +406,12 @@ public enum BundleWriter {
                         throw DocumentError.io("cannot read the file", path: source, errno: error)
                     }
                 },
-                source: { plan.source($0) },
-                sha256: { try plan.finish().sha256 })
+                source: { plan.source($0) })
         }
+        // > A store (segment digests asked for) needs no whole-file SHA-256 in format version 2 (FORMAT.md 13.1).
         return try addEntry(named: name, size: status.size, deflate: deflate, to: writer,
-                            segmentDigests: segmentDigests, reuse: reusing) { buffer in
+                            segmentDigests: segmentDigests, hashingWhole: segmentDigests == nil || hashingWhole,
+                            reuse: reusing) { buffer in
             do { return try descriptor.read(into: buffer) } catch let error as Errno {
                 throw DocumentError.io("cannot read the file", path: source, errno: error)
             }
@@ -409,12 +421,12 @@ public enum BundleWriter {
     /// Adds a file from bytes already in memory (a small store the converter read in place, under its lock, and had
     /// SQLite check): what is packed and hashed is exactly what was checked, and the file is not read again.
     private static func addBytes(_ bytes: UnsafeRawBufferPointer, named name: String, compressed: Bool,
-                                 to writer: ArchiveWriter, segmentDigests: Int?)
+                                 to writer: ArchiveWriter, segmentDigests: Int?, hashingWhole: Bool)
     throws -> (EntryDigest, DocumentMetadata.SegmentDigests?) {
         let deflate = compressed && isWorthDeflating(UnsafeRawBufferPointer(rebasing: bytes.prefix(64 << 10)))
         var offset = 0
         return try addEntry(named: name, size: Int64(bytes.count), deflate: deflate, to: writer,
-                            segmentDigests: segmentDigests, reuse: nil) { buffer in
+                            segmentDigests: segmentDigests, hashingWhole: hashingWhole, reuse: nil) { buffer in
             let count = min(buffer.count, bytes.count - offset)
             buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count]))
             offset += count
@@ -422,15 +434,17 @@ public enum BundleWriter {
         }
     }
 
-    /// Adds an entry whose bytes `read` fills in, in order; with `segmentDigests`, also their segment digests.
+    /// Adds an entry whose bytes `read` fills in, in order; with `segmentDigests`, also their segment digests, and
+    /// with `hashingWhole` the SHA-256 of all of them.
     private static func addEntry(named name: String, size: Int64, deflate: Bool, to writer: ArchiveWriter,
-                                 segmentDigests: Int?, reuse: ParallelDeflater.Reuse?,
+                                 segmentDigests: Int?, hashingWhole: Bool, reuse: ParallelDeflater.Reuse?,
                                  read: (UnsafeMutableRawBufferPointer) throws -> Int)
     throws -> (EntryDigest, DocumentMetadata.SegmentDigests?) {
         var segments = segmentDigests.map {
             SegmentHasher(interval: Self.segmentInterval(forSize: size, maximumDigests: $0))
         }
-        let digest = try writer.addEntry(named: name, size: size, compressed: deflate, reuse: reuse) { buffer in
+        let digest = try writer.addEntry(named: name, size: size, compressed: deflate, reuse: reuse,
+                                         hashing: hashingWhole) { buffer in
             let count = try read(buffer)
             segments?.update(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             return count

@@ -44,8 +44,8 @@ public struct SaveReport: Sendable, Equatable, CustomStringConvertible {
 /// there, and a segment that ends the old stream is reused only to end the new one (the last segment carries the
 /// final block). Everything else is deflated again.
 ///
-/// The proof comes from one read of the working copy on a thread of its own (its digests and CRC-32s there, its
-/// SHA-256 on a second one), running ahead of the writer: ``reusedCRC(_:)`` waits until the segment asked for is
+/// The proof comes from one read of the working copy on a thread of its own (its segment digests and CRC-32s; a
+/// version 2 store has no whole-store SHA-256 to compute), running ahead of the writer: ``reusedCRC(_:)`` waits until the segment asked for is
 /// decided, so the copying of the first segments overlaps the hashing of the last.
 final class SegmentReuse {
     /// The bundle being replaced, read through the descriptor its reader opened.
@@ -67,7 +67,6 @@ final class SegmentReuse {
     private struct Hashing {
         /// Per restart segment decided so far: its CRC-32, and whether it is reused.
         var decided: [(crc32: UInt32, reused: Bool)] = []
-        var sha256: String?
         var digests: DocumentMetadata.SegmentDigests?
         var failure: DocumentError?
         var isCancelled = false
@@ -173,11 +172,12 @@ final class SegmentReuse {
             hashing.withLock { $0.decided += batch }
             decided = complete
         }
-        let pipeline = ChunkPipeline.forStream(ofSize: size)  // the store's SHA-256 on another thread
+        // > No whole-store SHA-256: a version 2 store digest is made of the segment digests (FORMAT.md 13.1).
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ChunkPipeline.chunkSize, alignment: 64)
+        defer { buffer.deallocate() }
         var total: Int64 = 0
         while true {
             if hashing.withLock({ $0.isCancelled }) { return }
-            let buffer = pipeline.acquire()
             let read = try FileSystem.read(descriptor, at: total, into: buffer, path: store)
             if read == 0 { break }
             let chunk = UnsafeRawBufferPointer(rebasing: buffer[..<read])
@@ -185,21 +185,16 @@ final class SegmentReuse {
             oldHasher?.update(chunk)
             crcs.update(chunk)
             total += Int64(read)
-            pipeline.submit(read)
             guard total <= size else { break }
             publish(comparable: oldHasher?.completed ?? hasher.completed, crcs: crcs.completed, isEnd: false)
         }
-        let sha256 = pipeline.finalize()
         guard total == size else {
             throw DocumentError(.sizeMismatch, path: store,
                                 reason: "the store changed size while it was being saved; nothing was replaced")
         }
         let digests = hasher.finalize()
         let comparable = oldHasher.map { var hasher = $0; return hasher.finalize() } ?? digests
-        hashing.withLock {
-            $0.sha256 = sha256
-            $0.digests = DocumentMetadata.SegmentDigests(interval: newInterval, digests: digests)
-        }
+        hashing.withLock { $0.digests = DocumentMetadata.SegmentDigests(interval: newInterval, digests: digests) }
         publish(comparable: comparable, crcs: crcs.finalize(), isEnd: true)
     }
 
@@ -220,15 +215,13 @@ final class SegmentReuse {
         }
     }
 
-    /// Waits for the hashing thread to end; the store's SHA-256 and segment digests, and which segments are reused.
-    func finish() throws -> (sha256: String, digests: DocumentMetadata.SegmentDigests, reused: [Bool]) {
+    /// Waits for the hashing thread to end; the store's segment digests, and which segments are reused.
+    func finish() throws -> (digests: DocumentMetadata.SegmentDigests, reused: [Bool]) {
         try hashing.wait { state in
             guard state.isEnded else { return nil }
             if let failure = state.failure { throw failure }
-            guard let sha256 = state.sha256, let digests = state.digests, state.decided.count == count else {
-                throw notReadToItsEnd
-            }
-            return (sha256, digests, state.decided.map(\.reused))
+            guard let digests = state.digests, state.decided.count == count else { throw notReadToItsEnd }
+            return (digests, state.decided.map(\.reused))
         }
     }
 
@@ -253,7 +246,7 @@ final class SegmentReuse {
     /// segment ends, the last with the final block), and checked against its new digest.
     /// The replaced bundle must still be the file this process verified.
     func verify(_ written: BundleReader) throws {
-        let (sha256, digests, reused) = try finish()
+        let (digests, reused) = try finish()
         let path = written.path
         func damaged(_ reason: String) -> DocumentError {
             DocumentError(.checksumMismatch, path: path, entry: BundleLayout.store,
@@ -262,7 +255,8 @@ final class SegmentReuse {
         guard let entry = written.entries.first(where: { $0.role == .store }), entry.size == UInt64(size),
               entry.isCompressed, case .used(_, identified: true) = written.restartIndex,
               let restarts = written.metadata.store.deflateRestarts, restarts.offsets.count == reused.count,
-              written.metadata.store.segments == digests, written.metadata.store.sha256 == sha256 else {
+              written.metadata.store.segments == digests,
+              written.metadata.store.digest == digests.storeDigest(size: size) else {
             throw damaged("the store entry written is not the one planned")
         }
         func range(_ index: Int) -> Range<Int64> {

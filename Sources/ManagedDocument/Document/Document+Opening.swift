@@ -183,7 +183,7 @@ extension Document {
         // A working copy already there belongs to a process that died holding this document (we hold its lock).
         var recovered = false
         if FileSystem.isDirectory(copy.directory) {
-            if options.recovery == .recover, let base = copy.readBase(), base.storeSHA256 == reader.metadata.store.sha256,
+            if options.recovery == .recover, let base = copy.readBase(), base.storeDigest == reader.metadata.store.contentDigest,
                FileSystem.isRegularFile(copy.store) {
                 recovered = true
             } else {
@@ -201,7 +201,7 @@ extension Document {
         do {
             if !recovered {
                 loan = try reader.extractVerifying(into: copy.content, forReuse: options.savesIncrementally).1
-                try copy.writeBase(WorkingCopy.Base(bundle: path.string, storeSHA256: reader.metadata.store.sha256))
+                try copy.writeBase(WorkingCopy.Base(bundle: path.string, storeDigest: reader.metadata.store.contentDigest))
             }
             let opened = try openQueue(copy.store, readOnly: false)
             queue = opened

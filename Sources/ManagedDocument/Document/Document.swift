@@ -364,7 +364,7 @@ public final class Document: Sendable {
                 $0.lastSave = staged.report
                 $0.lastSaveError = nil
             }
-            try workingCopy.writeBase(WorkingCopy.Base(bundle: path.string, storeSHA256: saved.store.sha256))
+            try workingCopy.writeBase(WorkingCopy.Base(bundle: path.string, storeDigest: saved.store.contentDigest))
             let counter = try currentChangeCounter()
             guarded.withLock {
                 $0.metadata = saved
@@ -433,7 +433,7 @@ public final class Document: Sendable {
                 if $0.state != .editingDisabled { $0.state = .normal }
             }
             try self.workingCopy.writeBase(WorkingCopy.Base(bundle: self.path.string,
-                                                            storeSHA256: reader.metadata.store.sha256))
+                                                            storeDigest: reader.metadata.store.contentDigest))
             // > Observations of the kept writer fetch again; the change counter already matches, so no state change.
             try db.inTransaction {
                 try db.notifyChanges(in: .fullDatabase)
@@ -468,7 +468,7 @@ public final class Document: Sendable {
         }
         // > SQLite tells stores apart by their header (change counter, page count, free list, schema cookie): one that
         // > agrees on all of them but holds other bytes would be read with the old one's cached pages and schema.
-        if reader.metadata.store.sha256 != metadata.store.sha256 {
+        if reader.metadata.store.contentDigest != metadata.store.contentDigest {
             var old = [UInt8](repeating: 0, count: 20), new = [UInt8](repeating: 0, count: 20)
             let oldCount = try old.withUnsafeMutableBytes { try slot.source.read(into: $0.baseAddress!, count: 20, at: 24) }
             let newCount = try new.withUnsafeMutableBytes { try source.read(into: $0.baseAddress!, count: 20, at: 24) }

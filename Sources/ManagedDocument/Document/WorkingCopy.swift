@@ -28,7 +28,15 @@ struct WorkingCopy {
 
     struct Base: Codable, Equatable {
         var bundle: String
-        var storeSHA256: String
+        /// The base bundle's store digest (``DocumentMetadata/Store/contentDigest``).
+        var storeDigest: String
+
+        // > The key working copies have always used: one kept from before format version 2 names a version 1
+        // > bundle's `store.sha256`, which is still that bundle's content digest.
+        enum CodingKeys: String, CodingKey {
+            case bundle
+            case storeDigest = "storeSHA256"
+        }
     }
 
     /// The root folder of working copies: the option, or the per-user default (not created).

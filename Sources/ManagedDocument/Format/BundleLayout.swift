@@ -26,7 +26,7 @@ public enum BundleLayout {
     /// The value of the metadata's `format` key.
     public static let formatName = "managed-document"
     /// The newest format version this library reads and the one it writes.
-    public static let formatVersion = 1
+    public static let formatVersion = 2
     /// The byte offset of the media type in every bundle: 30-byte local header plus the 8 bytes of `mimetype`.
     public static let mediaTypeOffset = 38
 

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Crypto
 import Foundation
 import SystemPackage
 
@@ -13,12 +14,13 @@ import SystemPackage
 ///
 /// ```swift
 /// let reader = try BundleReader(at: "Notes.mdz")
-/// print(reader.metadata.store.sha256, reader.metadata.model.compatibilityLevel)
+/// print(reader.metadata.store.contentDigest, reader.metadata.model.compatibilityLevel)
 /// ```
 public struct DocumentMetadata: Codable, Sendable, Equatable {
     /// Always `"managed-document"`.
     public var format: String
-    /// The format version that wrote the bundle (1).
+    /// The format version the bundle follows: 2 as this package writes it, 1 for bundles written before version 2
+    /// (FORMAT.md 13; read by their own rules).
     public var formatVersion: Int
     /// A UUID that identifies the document across saves and copies.
     public var documentID: UUID
@@ -60,8 +62,12 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
         public var entry: String
         /// Size in bytes.
         public var size: Int64
-        /// Lowercase hex SHA-256 of the store's bytes.
-        public var sha256: String
+        /// Lowercase hex SHA-256 of the store's bytes: format version 1 only (`nil` in a version 2 bundle).
+        public var sha256: String?
+        /// The store digest of format version 2 (FORMAT.md 13.1): the SHA-256 of the store's size, its segment
+        /// interval and its segment digests (``SegmentDigests/storeDigest(size:)``), lowercase hex; `nil` in a
+        /// version 1 bundle.
+        public var digest: String? = nil
         /// `PRAGMA page_size`.
         public var pageSize: Int
         /// `PRAGMA user_version`.
@@ -73,8 +79,12 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
         /// Where the deflated store entry's stream starts afresh, when the writer made it so (optional).
         public var deflateRestarts: DeflateRestarts? = nil
         /// The SHA-256 of the store's bytes segment by segment, so that any part can be checked on its own
-        /// (optional; FORMAT.md 11.4).
+        /// (FORMAT.md 11.4; required from format version 2 on).
         public var segments: SegmentDigests? = nil
+
+        /// The digest that names the store's content in the bundle's format version: ``digest`` (version 2) or
+        /// ``sha256`` (version 1). Two bundles with the same content digest hold the same store bytes.
+        public var contentDigest: String { digest ?? sha256 ?? "" }
     }
 
     /// The SHA-256 of a store's uncompressed bytes, `interval` bytes at a time (the last segment holds the rest).
@@ -102,6 +112,28 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
 
         /// How many digests there are (a partial one counts as one).
         public var count: Int { (sha256.utf8.count + 63) / 64 }
+
+        /// The store digest of format version 2 (FORMAT.md 13.1) for a store of `size` bytes cut by these segments:
+        /// the SHA-256 of `MDZ-store-digest-2`, `size` and ``interval`` as 8 bytes little-endian each, then each
+        /// segment's 32-byte SHA-256 in order. `nil` when ``sha256`` is not lowercase hexadecimal in whole digests.
+        public func storeDigest(size: Int64) -> String? {
+            let text = Array(sha256.utf8)
+            guard text.count % 64 == 0 else { return nil }
+            var hasher = SHA256()
+            hasher.update(data: Array("MDZ-store-digest-2".utf8))
+            withUnsafeBytes(of: UInt64(bitPattern: size).littleEndian) { hasher.update(bufferPointer: $0) }
+            withUnsafeBytes(of: UInt64(bitPattern: interval).littleEndian) { hasher.update(bufferPointer: $0) }
+            var raw = [UInt8](repeating: 0, count: 32)
+            for start in stride(from: 0, to: text.count, by: 64) {
+                for index in 0..<32 {
+                    guard let high = Hex.nibble(text[start + 2 * index]), let low = Hex.nibble(text[start + 2 * index + 1])
+                    else { return nil }
+                    raw[index] = high << 4 | low
+                }
+                hasher.update(data: raw)
+            }
+            return hasher.finalize().hexString
+        }
 
         /// Each segment's digest, in order.
         public var digests: [String] {
@@ -229,7 +261,7 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
         self.modifiedAt = createdAt
         self.generator = Generator(name: "ManagedDocument", version: ManagedDocumentVersion.string)
         self.mediaType = mediaType
-        self.store = Store(entry: BundleLayout.store, size: 0, sha256: "", pageSize: 0, userVersion: 0,
+        self.store = Store(entry: BundleLayout.store, size: 0, sha256: nil, pageSize: 0, userVersion: 0,
                            applicationID: nil, schemaFingerprint: "")
         self.model = model
         self.entries = []
@@ -307,6 +339,31 @@ extension DocumentMetadata {
         if let problem = metadata.informativeNumberOutOfRange {
             throw DocumentError(.invalidMetadata, path: bundle, entry: BundleLayout.metadata,
                                 reason: "does not have the documented shape: \(problem)")
+        }
+        if let missing = metadata.missingStoreKey(ofVersion: version) {
+            throw DocumentError(.invalidMetadata, path: bundle, entry: BundleLayout.metadata,
+                                reason: "does not have the documented shape: missing key '\(missing)' (format version \(version) requires it)")
+        }
+        return metadata.keepingKeys(ofVersion: version)
+    }
+
+    /// The store key that format `version` requires and the metadata lacks (FORMAT.md 11.4, 13.1), if any.
+    private func missingStoreKey(ofVersion version: Int) -> String? {
+        if version < 2 { return store.sha256 == nil ? "store.sha256" : nil }
+        if store.digest == nil { return "store.digest" }
+        return store.segments == nil ? "store.segments" : nil
+    }
+
+    /// The metadata with only the store keys its format version defines (FORMAT.md 13): a version 1 bundle is read by
+    /// its `store.sha256` even when it carries a `digest` or CRC-32s some other program added (keys version 1 does
+    /// not know), and a version 2 bundle by its `store.digest` alone.
+    private func keepingKeys(ofVersion version: Int) -> DocumentMetadata {
+        var metadata = self
+        if version < 2 {
+            metadata.store.digest = nil
+            metadata.store.deflateRestarts?.crc32s = nil
+        } else {
+            metadata.store.sha256 = nil
         }
         return metadata
     }

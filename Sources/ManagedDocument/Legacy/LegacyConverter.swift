@@ -70,8 +70,9 @@ public struct ConversionReport: Sendable, Codable, Equatable {
     public var sourceBytes: Int64
     /// Bytes of the bundle.
     public var bundleBytes: Int64
-    /// SHA-256 of the bundle's store.
-    public var storeSHA256: String
+    /// The bundle's store digest (`store.digest`, FORMAT.md 13.1; `store.sha256` for a version 1 bundle found
+    /// converted).
+    public var storeDigest: String
     /// Rows per table, as SQLite read them from the source (with its `-wal`) and from the copy.
     public var rowCounts: [String: Int]
     /// What was done with the legacy files.
@@ -225,7 +226,7 @@ public struct LegacyConverter: Sendable {
         let staged = try BundleWriter.stage(
             BundleContent(store: snapshot.store, externalData: legacy.externalData, additionalContent: extra.additionalContent),
             metadata: metadata, to: target, options: writingOptions, storeFacts: recovered.facts,
-            permissionsOf: legacy.store, storeImage: image,
+            permissionsOf: legacy.store, storeImage: image, hashingStoreWhole: snapshot.isInPlace,
             completingMetadata: { metadata, store in
                 // > Read in place, the main file's SHA-256 is that of the bytes just packed (one read, under the lock).
                 let files = try snapshot.completingMainFile(in: metadata.provenance?.files ?? [], sha256: store.sha256,
@@ -239,14 +240,14 @@ public struct LegacyConverter: Sendable {
         snapshot.release()  // writers may commit again: the bundle holds the state that was locked
         let provenance = written.provenance!
         try checkExternalDataUnchanged(files, packedAs: written, bundle: target, legacy: legacy)
-        logger.debug("convert.written", metadata: ["bundle.path": "\(target)", "bundle.sha256": "\(written.store.sha256)"])
+        logger.debug("convert.written", metadata: ["bundle.path": "\(target)", "bundle.storeDigest": "\(written.store.contentDigest)"])
 
         // Commit is done (the bundle has its name); dispose of the legacy files, or withdraw the bundle.
         let disposal = try disposeOrWithdraw(legacy, provenance: provenance, stamps: snapshot.stamps, bundle: target)
         return ConversionReport(
             outcome: .converted, source: legacy.source.string, kind: kind,
             bundle: target.string, sourceBytes: provenance.size,
-            bundleBytes: staged.fileSize, storeSHA256: written.store.sha256,
+            bundleBytes: staged.fileSize, storeDigest: written.store.contentDigest,
             rowCounts: recovered.facts.rowCounts, legacyPolicy: options.legacyPolicy,
             backupLocation: disposal.location?.string, disposedFiles: disposal.files, warnings: warnings,
             duration: Date().timeIntervalSince(started), sourceSHA256: provenance.mainFileSHA256)
@@ -506,7 +507,7 @@ public struct LegacyConverter: Sendable {
             outcome: .alreadyConverted, source: source.string,
             kind: LegacyStore.Kind(rawValue: provenance.kind) ?? .sqlite, bundle: reader.path.string,
             sourceBytes: provenance.size, bundleBytes: Int64(reader.fileSize),
-            storeSHA256: reader.metadata.store.sha256, rowCounts: [:], legacyPolicy: options.legacyPolicy,
+            storeDigest: reader.metadata.store.contentDigest, rowCounts: [:], legacyPolicy: options.legacyPolicy,
             backupLocation: disposal.location?.string, disposedFiles: disposal.files, warnings: [],
             duration: Date().timeIntervalSince(started), sourceSHA256: provenance.mainFileSHA256)
     }

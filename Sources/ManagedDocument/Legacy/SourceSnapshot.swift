@@ -248,9 +248,13 @@ struct SourceSnapshot {
 
     /// `files` with the main file's SHA-256 (read in place) set to that of the bytes packed, which must be as many
     /// as the file held when it was locked.
-    func completingMainFile(in files: [DocumentMetadata.Entry], sha256: String, size: Int64,
+    func completingMainFile(in files: [DocumentMetadata.Entry], sha256: String?, size: Int64,
                             legacy: LegacyStore) throws -> [DocumentMetadata.Entry] {
         guard isInPlace else { return files }
+        guard let sha256 else {
+            throw DocumentError(.verificationFailed, path: legacy.store,
+                                reason: "the store packed in place was not hashed whole; nothing was changed")
+        }
         let name = Self.mainFileName(of: legacy)
         return try files.map { file in
             guard file.name == name else { return file }

@@ -11,12 +11,39 @@ import Synchronization
 final class ChunkPipeline {
     static let chunkSize = 256 << 10  // four of them: 1 MiB in flight, enough to keep both threads busy
 
+    /// What a stream's chunks are hashed into: the SHA-256 of the whole stream, the SHA-256 of each segment of an
+    /// interval (a version 2 store, FORMAT.md 13.1), or both.
+    struct Hashing: Sendable {
+        var whole = true
+        var segmentInterval: Int64? = nil
+        static let whole = Hashing()
+    }
+
+    /// The digests of a stream, as its ``Hashing`` asked.
+    struct Digests: Sendable {
+        var sha256: String?
+        var segments: [String]?
+    }
+
+    /// The hashers of the current stream.
+    private struct Hashers {
+        var whole: SHA256?
+        var segments: SegmentHasher?
+        init(_ hashing: Hashing) {
+            whole = hashing.whole ? SHA256() : nil
+            segments = hashing.segmentInterval.map { SegmentHasher(interval: $0) }
+        }
+    }
+
     /// What the hashing closures touch; they never hold the pipeline itself, so its deinit runs on the owner's thread.
     private final class Shared: Sendable {
         /// Touched on `queue` (or inline); the lock is uncontended, taken once per chunk.
-        let hasher = Mutex(SHA256())
+        let hashers: Mutex<Hashers>
         let free: DispatchSemaphore
-        init(count: Int) { free = DispatchSemaphore(value: count) }
+        init(count: Int, hashing: Hashing) {
+            free = DispatchSemaphore(value: count)
+            hashers = Mutex(Hashers(hashing))
+        }
     }
 
     /// A submitted buffer on its way to the hash: the pipeline's memory, which nothing reads or writes meanwhile
@@ -35,18 +62,19 @@ final class ChunkPipeline {
 
     /// - Parameter hashesInline: hash on the caller's thread in ``submit(_:)`` (for streams of one chunk, where a
     ///   second thread would only add a hand-over).
-    init(buffers count: Int = 4, size: Int = ChunkPipeline.chunkSize, hashesInline: Bool = false) {
+    init(buffers count: Int = 4, size: Int = ChunkPipeline.chunkSize, hashesInline: Bool = false,
+         hashing: Hashing = .whole) {
         buffers = (0..<count).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 64) }
-        shared = Shared(count: count)
+        shared = Shared(count: count, hashing: hashing)
         self.hashesInline = hashesInline
     }
 
     /// A pipeline for a stream of about `size` bytes: one buffer of that size, hashed inline, when it fits in one
     /// chunk (small files cost no large allocation and no second thread); the ring of four chunks otherwise.
-    static func forStream(ofSize size: Int64) -> ChunkPipeline {
-        guard size < Int64(chunkSize) else { return ChunkPipeline() }
+    static func forStream(ofSize size: Int64, hashing: Hashing = .whole) -> ChunkPipeline {
+        guard size < Int64(chunkSize) else { return ChunkPipeline(hashing: hashing) }
         // > One byte more than the stream, so the read that finds its end needs no second buffer.
-        return ChunkPipeline(buffers: 1, size: max(4096, Int(size) + 1), hashesInline: true)
+        return ChunkPipeline(buffers: 1, size: max(4096, Int(size) + 1), hashesInline: true, hashing: hashing)
     }
 
     deinit {
@@ -72,7 +100,10 @@ final class ChunkPipeline {
         acquired = nil
         let chunk = Chunk(bytes: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
         let hash: @Sendable () -> Void = { [shared] in
-            shared.hasher.withLock { $0.update(bufferPointer: chunk.bytes) }
+            shared.hashers.withLock { hashers in
+                hashers.whole?.update(bufferPointer: chunk.bytes)
+                hashers.segments?.update(chunk.bytes)
+            }
             shared.free.signal()
         }
         if hashesInline { hash() } else { queue.async(execute: hash) }
@@ -84,14 +115,27 @@ final class ChunkPipeline {
         submit(0)
     }
 
-    /// The SHA-256 of everything submitted, in lowercase hex; the pipeline starts over afterwards.
+    /// The SHA-256 of everything submitted, in lowercase hex ("" when the pipeline was asked not to compute it); the
+    /// pipeline starts over afterwards, hashing the whole stream.
     func finalize() -> String {
+        finalizeDigests().sha256 ?? ""
+    }
+
+    /// The digests of everything submitted, as asked; the pipeline starts over afterwards, hashing the next
+    /// stream as `next` asks.
+    func finalizeDigests(next: Hashing = .whole) -> Digests {
         giveBack()
         return queue.sync {
-            shared.hasher.withLock { hasher in
-                defer { hasher = SHA256() }
-                return hasher.finalize().hexString
+            shared.hashers.withLock { hashers in
+                defer { hashers = Hashers(next) }
+                return Digests(sha256: hashers.whole.map { $0.finalize().hexString },
+                               segments: hashers.segments.map { var hasher = $0; return hasher.finalize() })
             }
         }
+    }
+
+    /// Hashes the stream that starts now as `hashing` asks (nothing was submitted since the last finalize).
+    func start(_ hashing: Hashing) {
+        queue.sync { shared.hashers.withLock { $0 = Hashers(hashing) } }
     }
 }

@@ -369,6 +369,18 @@ extension SHA256.Digest {
     var hexString: String { Array(self).hexString }
 }
 
+/// Lowercase hexadecimal, as the metadata spells digests and CRC-32s.
+enum Hex {
+    /// The value of one lowercase hexadecimal digit; `nil` for any other character.
+    static func nibble(_ character: UInt8) -> UInt8? {
+        switch character {
+        case 0x30...0x39: return character - 0x30
+        case 0x61...0x66: return character - 0x61 + 10
+        default: return nil
+        }
+    }
+}
+
 /// Which file a descriptor reads and whether it has changed: device, inode, size, and the modification and status
 /// change times to the nanosecond. Every write to the file changes its modification time, and every write, rename,
 /// link or permission change its status change time, which no user tool can set back: while the identity is

@@ -82,7 +82,7 @@ struct BatchTests {
                 #expect(item.kind == expected, "\(item.source): \(item.kind)")
             }
             for item in report.items where item.outcome == .converted {
-                #expect(item.storeSHA256?.count == 64 && item.sourceSHA256?.count == 64 && item.bytesOut > 0)
+                #expect(item.storeDigest?.count == 64 && item.sourceSHA256?.count == 64 && item.bytesOut > 0)
             }
             try checkConverted(tree, report: report)
             // Human output: one line per item that is not "not-a-store", then the summary.

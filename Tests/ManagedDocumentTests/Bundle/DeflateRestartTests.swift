@@ -23,12 +23,25 @@ struct DeflateRestartTests {
     }
 
     /// Rewrites the bundle's metadata with `edit` applied to `store.deflateRestarts` (as JSON), stored uncompressed.
+    /// The format version 2 CRC-32s (`crc32s`) are computed again at the edited interval from the store's bytes, as
+    /// an honest writer would, so that an edit tests the rule it breaks.
     static func editRestarts(of bundle: FilePath, _ edit: (inout [String: Any]) -> Void) throws {
-        let metadata = try BundleReader(at: bundle).metadata
+        let reader = try BundleReader(at: bundle)
+        let metadata = reader.metadata
+        let scratch = bundle.removingLastComponent().appending(".crc-\(UUID().uuidString)")
+        let content = try Fixtures.bytes(of: try reader.extract(into: scratch).store)
+        try FileSystem.removeTree(scratch)
         var json = try #require(try JSONSerialization.jsonObject(with: Data(metadata.encoded())) as? [String: Any])
         var store = try #require(json["store"] as? [String: Any])
         var restarts = store["deflateRestarts"] as? [String: Any] ?? [:]
         edit(&restarts)
+        if let interval = restarts["interval"] as? Int, interval > 0 {
+            restarts["crc32s"] = DeflateRestarts.spelled(stride(from: 0, to: content.count, by: interval).map { start in
+                var crc = CRC32()
+                content[start..<min(content.count, start + interval)].withUnsafeBytes { crc.update($0) }
+                return crc.value
+            })
+        }
         store["deflateRestarts"] = restarts
         json["store"] = store
         let bytes = Array(try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys]))
@@ -218,7 +231,8 @@ struct DeflateRestartTests {
                 }
             }
             let extracted = try reader.extract(into: directory.appending("first"))
-            #expect(try FileSystem.digest(of: extracted.store).sha256 == metadata.store.sha256)
+            #expect(Fixtures.storeDigest(of: try Fixtures.bytes(of: extracted.store),
+                                         interval: metadata.store.segments?.interval) == metadata.store.digest)
             _ = try reader.verify(full: true, workingDirectory: directory)
             try FileSystem.removeTree(extracted.directory)
 

@@ -72,7 +72,8 @@ struct RoundTripTests {
     func metadataRoundTrip() async throws {
         var metadata = DocumentMetadata(model: .init(name: "Taste", version: "2", compatibilityLevel: 3))
         metadata.userInfo = ["color": .string("red"), "n": .number(3), "flags": .array([.bool(true), .null])]
-        metadata.store.sha256 = String(repeating: "a", count: 64)
+        metadata.store.digest = String(repeating: "a", count: 64)
+        metadata.store.segments = .init(interval: 131_072, digests: [String(repeating: "b", count: 64)])
         var bytes = try metadata.encoded()
         let decoded = try DocumentMetadata.decode(bytes, bundle: nil)
         #expect(decoded.userInfo == metadata.userInfo)

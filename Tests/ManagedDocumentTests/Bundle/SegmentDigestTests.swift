@@ -72,17 +72,31 @@ struct SegmentDigestTests {
             let index = position < 0 ? digests.count - 1 : position
             digests[index] = String(repeating: "0", count: 64)
             parts.metadata.store.segments = DocumentMetadata.SegmentDigests(interval: Int64(interval), digests: digests)
-            for compressed in [true, false] {
-                let bundle = directory.appending("Damaged-\(compressed).mdz")
-                try ZipSurgery.writeBundle(at: bundle, parts: parts, compressed: compressed)
-                let reader = try BundleReader(at: bundle)  // the shape is right: it opens
-                let error = try #require(throws: DocumentError.self) {
-                    _ = try reader.verify(full: false, workingDirectory: directory)
+            parts.reseal()  // version 2: the store digest names the lying segments, so the bundle opens
+            var version1 = parts
+            version1.metadata.formatVersion = 1
+            version1.metadata.store.digest = nil
+            version1.metadata.store.sha256 = ZipSurgery.sha256(parts.store)
+            for (version, parts) in [(2, parts), (1, version1)] {
+                for compressed in [true, false] {
+                    let bundle = directory.appending("Damaged-\(version)-\(compressed).mdz")
+                    try ZipSurgery.writeBundle(at: bundle, parts: parts, compressed: compressed)
+                    let reader = try BundleReader(at: bundle)  // the shape is right: it opens
+                    let error = try #require(throws: DocumentError.self) {
+                        _ = try reader.verify(full: false, workingDirectory: directory)
+                    }
+                    #expect(error.code == .checksumMismatch)
+                    #expect(error.reason.contains("segment \(index) "), "\(error)")
+                    let out = directory.appending("out-\(version)-\(compressed)")
+                    if version == 1 {
+                        // > Version 1 extraction checks the store's SHA-256, which is right: it goes on.
+                        _ = try reader.extract(into: out)
+                    } else {
+                        // > Version 2 has no whole-store SHA-256: every read of the store checks its segments.
+                        let refusal = try #require(throws: DocumentError.self) { try reader.extract(into: out) }
+                        #expect(refusal.code == .checksumMismatch && refusal.reason.contains("segment \(index) "))
+                    }
                 }
-                #expect(error.code == .checksumMismatch)
-                #expect(error.reason.contains("segment \(index) "), "\(error)")
-                // > Extraction checks the store's SHA-256, which is right: it goes on.
-                _ = try reader.extract(into: directory.appending("out-\(compressed)"))
             }
         }
     }
@@ -109,9 +123,8 @@ struct SegmentDigestTests {
                 #expect(error.code == .metadataMismatch, "\(label): \(error)")
                 #expect(error.description.contains("store.segments"), "\(label): \(error)")
             }
-            // > Without any (an older writer, another writer): opens and verifies as before.
-            var older = parts
-            older.metadata.store.segments = nil
+            // > Without any (a version 1 writer, another writer): opens and verifies as before.
+            let older = parts.asVersion1(keepingSegments: false)
             let bundle = directory.appending("Older.mdz")
             try ZipSurgery.writeBundle(at: bundle, parts: older)
             _ = try BundleReader(at: bundle).verify(full: true, workingDirectory: directory)

@@ -79,7 +79,9 @@ struct ConversionTests {
             let extracted = try reader.extract(into: directory.appending("out"))
             #expect(try Fixtures.bytes(of: extracted.store) == sourceBytes, "byte for byte")
             let provenance = try #require(reader.metadata.provenance)
-            #expect(provenance.mainFileSHA256 == reader.metadata.store.sha256)
+            #expect(provenance.mainFileSHA256 == ZipSurgery.sha256(sourceBytes), "the bytes packed are the source's")
+            #expect(reader.metadata.store.digest == Fixtures.storeDigest(of: sourceBytes,
+                                                                        interval: reader.metadata.store.segments?.interval))
             #expect(provenance.files.map(\.name) == ["Plain.sqlite"])
             #expect(report.rowCounts["note"] == rows)
             var after = try Fixtures.fileHashes(directory)

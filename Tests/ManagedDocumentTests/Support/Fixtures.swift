@@ -6,6 +6,22 @@ import SystemPackage
 
 /// Stores and bundles made in code for tests.
 enum Fixtures {
+    /// The format version 2 store digest of `bytes` cut at `interval` (FORMAT.md 13.1), computed here on its own
+    /// from the spec's words, not by the library; `nil` without an interval.
+    static func storeDigest(of bytes: [UInt8], interval: Int64?) -> String? {
+        guard let interval, interval > 0 else { return nil }
+        var message = Array("MDZ-store-digest-2".utf8)
+        withUnsafeBytes(of: UInt64(bytes.count).littleEndian) { message += $0 }
+        withUnsafeBytes(of: UInt64(interval).littleEndian) { message += $0 }
+        var start = 0
+        while start < bytes.count {
+            let end = min(bytes.count, start + Int(min(interval, Int64(Int.max / 2))))
+            message += Array(SHA256.hash(data: bytes[start..<end]))
+            start = end
+        }
+        return SHA256.hash(data: message).map { String(format: "%02x", $0) }.joined()
+    }
+
     /// Starts `python3 -c script arguments…` in another process and returns once it has printed its first output
     /// (the script prints when it holds the store as the test needs it). The caller ends it.
     static func startPython(_ script: String, _ arguments: [String]) throws -> Process {

@@ -226,11 +226,33 @@ enum ZipSurgery {
         var additional: [(name: String, bytes: [UInt8])] = []
         var metadata: DocumentMetadata
 
-        /// Replaces the store's bytes, keeping the metadata's size and SHA-256 true to them (the SQLite facts stay).
+        /// Replaces the store's bytes, keeping the metadata's size and digests true to them (the SQLite facts stay).
         mutating func replaceStore(_ bytes: [UInt8]) {
             store = bytes
             metadata.store.size = Int64(bytes.count)
-            metadata.store.sha256 = ZipSurgery.sha256(bytes)
+            if metadata.formatVersion < 2 {
+                metadata.store.sha256 = ZipSurgery.sha256(bytes)
+            } else {
+                metadata.store.segments = ZipSurgery.segments(of: bytes)
+                reseal()
+            }
+        }
+
+        /// The same parts as a format version 1 writer would describe them: `store.sha256` of the store's bytes, no
+        /// store digest, and segment digests only when `keepingSegments` (they were optional then).
+        func asVersion1(keepingSegments: Bool) -> Parts {
+            var parts = self
+            parts.metadata.formatVersion = 1
+            parts.metadata.store.digest = nil
+            parts.metadata.store.sha256 = ZipSurgery.sha256(store)
+            if !keepingSegments { parts.metadata.store.segments = nil }
+            return parts
+        }
+
+        /// Computes `store.digest` again from the metadata's own size and segment digests (FORMAT.md 13.1), as a
+        /// writer would after changing them.
+        mutating func reseal() {
+            metadata.store.digest = metadata.store.segments?.storeDigest(size: metadata.store.size)
         }
 
         /// Adds an `AdditionalContent/` (or any) entry, listed truthfully in the metadata.
@@ -264,11 +286,21 @@ enum ZipSurgery {
         try queue.close()
         let bytes = try Fixtures.bytes(of: path)
         var metadata = DocumentMetadata()
+        let segments = segments(of: bytes)
         metadata.store = DocumentMetadata.Store(
-            entry: BundleLayout.store, size: Int64(bytes.count), sha256: sha256(bytes), pageSize: facts.pageSize,
+            entry: BundleLayout.store, size: Int64(bytes.count), sha256: nil,
+            digest: Fixtures.storeDigest(of: bytes, interval: segments.interval), pageSize: facts.pageSize,
             userVersion: facts.userVersion, applicationID: facts.applicationID,
-            schemaFingerprint: facts.schemaFingerprint)
+            schemaFingerprint: facts.schemaFingerprint, segments: segments)
         return Parts(store: bytes, metadata: metadata)
+    }
+
+    /// The segment digests of `bytes` at 64 KiB (the smallest interval), so that even a small store has several.
+    static func segments(of bytes: [UInt8], interval: Int = 65_536) -> DocumentMetadata.SegmentDigests {
+        let digests = stride(from: 0, to: bytes.count, by: interval).map {
+            sha256(Array(bytes[$0..<min(bytes.count, $0 + interval)]))
+        }
+        return DocumentMetadata.SegmentDigests(interval: Int64(interval), digests: digests)
     }
 
     /// Writes `parts` as a bundle: the store, the additional files, then the metadata (`metadata` bytes when

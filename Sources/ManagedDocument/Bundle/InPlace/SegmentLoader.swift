@@ -27,10 +27,34 @@ struct SegmentLoader: Sendable {
                                         path: reader.path)
             guard bytes.count == length else { throw damaged("is cut short", code: .truncatedArchive) }
         }
-        guard SHA256.hash(data: bytes).hexString == plan.digests[index] else {
-            throw damaged("does not match its SHA-256 in \(plan.isWhole ? "'store.sha256' (the whole store)" : "'store.segments'"); the bundle is damaged, restore it from a backup")
-        }
+        try check(bytes, index: index, damaged)
         return bytes
+    }
+
+    /// Checks segment `index`'s bytes against its digest, or a store served whole against its SHA-256 or each of
+    /// its segment digests.
+    private func check(_ bytes: [UInt8], index: Int, _ damaged: Damage) throws {
+        let advice = "the bundle is damaged, restore it from a backup"
+        switch plan.whole {
+        case nil:
+            guard SHA256.hash(data: bytes).hexString == plan.digests[index] else {
+                throw damaged("does not match its SHA-256 in 'store.segments'; \(advice)")
+            }
+        case .sha256(let digest):
+            guard SHA256.hash(data: bytes).hexString == digest else {
+                throw damaged("does not match its SHA-256 in 'store.sha256' (the whole store); \(advice)")
+            }
+        case .segments(let segments):
+            // > The digests' count and the interval were checked against the store's size when the bundle opened.
+            for (segment, digest) in segments.digests.enumerated() {
+                let range = segments.range(ofSegment: segment, size: plan.size)
+                let piece = bytes[Int(range.lowerBound)..<Int(range.upperBound)]
+                guard SHA256.hash(data: piece).hexString == digest else {
+                    throw DocumentError(.checksumMismatch, path: reader.path, entry: BundleLayout.store,
+                                        reason: "segment \(segment) (bytes \(range.lowerBound)-\(range.upperBound - 1)) does not match its SHA-256 in 'store.segments'; \(advice); no byte of the store was used")
+                }
+            }
+        }
     }
 
     /// The error for a segment that is not what its plan says.
@@ -73,7 +97,10 @@ struct SegmentLoader: Sendable {
                     return Self.inflateFast(fast, input, into: UnsafeMutableRawBufferPointer(rebasing: output[outputRange]))
                 }
             }
-            if filled { continue }
+            if filled {
+                try checkCRC(of: restart, bytes, outputRange, damaged)
+                continue
+            }
             if strict == nil { strict = SegmentInflater() }
             guard let inflater = strict else {
                 throw DocumentError(.ioFailure, path: reader.path, reason: "cannot allocate memory to inflate the store")
@@ -85,7 +112,8 @@ struct SegmentLoader: Sendable {
                 }
             }
             switch result {
-            case .success(let produced) where produced == outputRange.count: break
+            case .success(let produced) where produced == outputRange.count:
+                try checkCRC(of: restart, bytes, outputRange, damaged)
             case .success(let produced):
                 throw damaged("inflates to \(produced) bytes, not \(outputRange.count), at restart point \(restart)", code: .sizeMismatch)
             case .failure(.overflow):
@@ -93,6 +121,17 @@ struct SegmentLoader: Sendable {
             case .failure:
                 throw damaged("is not valid deflate data from restart point \(restart) on its own", code: .corruptArchive)
             }
+        }
+    }
+
+    /// Checks restart segment `restart`, inflated into `bytes[range]`, against its recorded CRC-32 (format version 2,
+    /// FORMAT.md 13.1; a version 1 index records none).
+    private func checkCRC(of restart: Int, _ bytes: [UInt8], _ range: Range<Int>, _ damaged: Damage) throws {
+        guard let expected = plan.restarts?.recordedCRC(ofSegment: restart) else { return }
+        var crc = CRC32()
+        bytes.withUnsafeBytes { crc.update(UnsafeRawBufferPointer(rebasing: $0[range])) }
+        guard crc.value == expected else {
+            throw damaged("does not match the CRC-32 'store.deflateRestarts.crc32s' records for restart point \(restart); the bundle is damaged, restore it from a backup")
         }
     }
 

@@ -46,7 +46,7 @@ enum StoreRoute: Sendable {
         }
         guard store.isCompressed else {
             return .inPlace(SegmentPlan(store, size: size, interval: segments.interval, digests: segments.digests,
-                                        restarts: nil, restartsPerSegment: 1, isWhole: false))
+                                        restarts: nil, restartsPerSegment: 1))
         }
         guard case .used(_, true) = reader.restartIndex, let restarts = reader.metadata.store.deflateRestarts else {
             return .extract(reason: "the deflated store has no restart index that describes its stream (\(reader.restartIndex))")
@@ -60,14 +60,14 @@ enum StoreRoute: Sendable {
         }
         return .inPlace(SegmentPlan(store, size: size, interval: segments.interval, digests: segments.digests,
                                     restarts: restarts,
-                                    restartsPerSegment: Int(segments.interval / restarts.interval), isWhole: false))
+                                    restartsPerSegment: Int(segments.interval / restarts.interval)))
     }
 
     /// The plan that serves the store as one segment, when the segment route is closed (a store written under
     /// 1 MiB has no restart index; a repacked one's is stale; an older writer's has no segment digests) but the
     /// whole store is small enough to hold (``ReadingLimits/maxRestartSegmentSize``, and deflate's bound on its
-    /// compressed size). It is then read and inflated once, at its first read, and checked against `store.sha256`:
-    /// nothing is written to disk.
+    /// compressed size). It is then read and inflated once, at its first read, and checked against `store.sha256`
+    /// (format version 1) or its segment digests (version 2): nothing is written to disk.
     private static func wholePlan(_ reader: BundleReader, store: BundleEntry) -> SegmentPlan? {
         let size = reader.metadata.store.size
         let limit = min(reader.limits.maxRestartSegmentSize, reader.limits.maxDigestSegmentSize, UInt64(UInt32.max))
@@ -75,9 +75,12 @@ enum StoreRoute: Sendable {
               Int64(clamping: store.compressedSize) <= ParallelDeflater.compressedBound(forSize: size) else { return nil }
         // > One segment, the whole store: one restart segment (the whole stream, ending with its final block) for a
         // > deflated store, checked against the store's SHA-256.
-        return SegmentPlan(store, size: size, interval: max(1, size), digests: [reader.metadata.store.sha256],
+        let recorded = reader.metadata.store
+        guard let check = recorded.sha256.map(SegmentPlan.WholeCheck.sha256) ?? recorded.segments.map(SegmentPlan.WholeCheck.segments)
+        else { return nil }
+        return SegmentPlan(store, size: size, interval: max(1, size), digests: [],
                            restarts: store.isCompressed ? DeflateRestarts(interval: max(1, size), offsets: [0]) : nil,
-                           restartsPerSegment: 1, isWhole: true)
+                           restartsPerSegment: 1, whole: check)
     }
 
     /// What is wrong with segments of `length` bytes (the declared interval, or the whole store when it is smaller)
@@ -103,7 +106,7 @@ struct SegmentPlan: Sendable {
     let size: Int64
     /// Bytes in each segment but the last (the whole store, at least 1, when ``isWhole``).
     let interval: Int64
-    /// One SHA-256 (hex) a segment: `store.segments`, or `store.sha256` alone when ``isWhole``.
+    /// One SHA-256 (hex) a segment: `store.segments` (empty when ``isWhole``: ``whole`` says how it is checked).
     let digests: [String]
     /// Where the store entry's data starts in the bundle.
     let dataOffset: UInt64
@@ -114,11 +117,20 @@ struct SegmentPlan: Sendable {
     let restarts: DeflateRestarts?
     /// Restart segments in one digest's segment (1 for a stored store, and for a whole one).
     let restartsPerSegment: Int
-    /// Whether the store is served as one segment checked against `store.sha256`.
-    let isWhole: Bool
+    /// How the store served as one segment is checked; `nil` when it is served segment by segment.
+    let whole: WholeCheck?
+    /// Whether the store is served as one segment.
+    var isWhole: Bool { whole != nil }
+
+    /// How a store served whole is checked: by its SHA-256 (format version 1) or by each of its segment digests
+    /// (version 2, FORMAT.md 13.1).
+    enum WholeCheck: Sendable {
+        case sha256(String)
+        case segments(DocumentMetadata.SegmentDigests)
+    }
 
     init(_ store: BundleEntry, size: Int64, interval: Int64, digests: [String], restarts: DeflateRestarts?,
-         restartsPerSegment: Int, isWhole: Bool) {
+         restartsPerSegment: Int, whole: WholeCheck? = nil) {
         self.size = size
         self.interval = interval
         self.digests = digests
@@ -126,7 +138,7 @@ struct SegmentPlan: Sendable {
         compressedSize = store.compressedSize
         self.restarts = restarts
         self.restartsPerSegment = restartsPerSegment
-        self.isWhole = isWhole
+        self.whole = whole
     }
 
     /// The bytes of one segment as they are held (a store smaller than its interval is one segment of its own

@@ -23,7 +23,7 @@ extension HostileBundleTests {
 
     @Test("metadata missing a required key is invalid", arguments: [
         "format", "formatVersion", "documentID", "createdAt", "modifiedAt", "generator", "mediaType", "store",
-        "model", "entries", "store.sha256", "store.size", "store.schemaFingerprint",
+        "model", "entries", "store.digest", "store.segments", "store.size", "store.schemaFingerprint",
     ])
     func metadataMissingKey(key: String) async throws {
         try await withTemporaryDirectory { directory in
@@ -72,7 +72,7 @@ extension HostileBundleTests {
         }
     }
 
-    @Test("metadata from a newer format version is refused as newer", arguments: [2, 99, Int(Int32.max)])
+    @Test("metadata from a newer format version is refused as newer", arguments: [3, 99, Int(Int32.max)])
     func newerFormat(version: Int) async throws {
         try await withTemporaryDirectory { directory in
             var parts = try ZipSurgery.makeParts(in: directory)
@@ -117,16 +117,65 @@ extension HostileBundleTests {
         }
     }
 
-    @Test("metadata whose store SHA-256 is not a SHA-256 is refused", arguments: [
+    @Test("metadata whose store SHA-256 (version 1) or store digest (version 2) is not a SHA-256 is refused",
+          arguments: [1, 2], [
         "", "abc", String(repeating: "A", count: 64), String(repeating: "g", count: 64),
     ])
-    func metadataStoreHashNotHex(hash: String) async throws {
+    func metadataStoreHashNotHex(version: Int, hash: String) async throws {
         try await withTemporaryDirectory { directory in
             var parts = try ZipSurgery.makeParts(in: directory)
-            parts.metadata.store.sha256 = hash
+            parts.metadata.formatVersion = version
+            if version == 1 {
+                parts.metadata.store.sha256 = hash
+            } else {
+                parts.metadata.store.digest = hash
+            }
             let bundle = directory.appending("Notes.mdz")
             try ZipSurgery.writeBundle(at: bundle, parts: parts)
             try expectRefusal(bundle, in: directory, code: .metadataMismatch, entry: BundleLayout.metadata)
+        }
+    }
+
+    @Test("a version 1 bundle without 'store.sha256' is invalid; with it, it needs no digest or segments")
+    func version1Keys() async throws {
+        try await withTemporaryDirectory { directory in
+            var parts = try ZipSurgery.makeParts(in: directory)
+            parts.metadata.formatVersion = 1
+            let missing = directory.appending("Missing.mdz")
+            try ZipSurgery.writeBundle(at: missing, parts: parts)
+            try expectRefusal(missing, in: directory, code: .invalidMetadata, entry: BundleLayout.metadata)
+
+            parts.metadata.store.sha256 = ZipSurgery.sha256(parts.store)
+            parts.metadata.store.digest = String(repeating: "0", count: 64)  // a key version 1 does not know: ignored
+            parts.metadata.store.segments = nil
+            let good = directory.appending("Good.mdz")
+            try ZipSurgery.writeBundle(at: good, parts: parts)
+            let reader = try BundleReader(at: good)
+            #expect(reader.metadata.store.digest == nil && reader.metadata.store.contentDigest == parts.metadata.store.sha256)
+            _ = try reader.verify(full: true, workingDirectory: directory)
+        }
+    }
+
+    @Test("a version 2 store digest that does not name the recorded segments is refused at open (13.1)", arguments: [
+        "another digest", "size off by one", "interval doubled",
+    ])
+    func storeDigestMismatch(lie: String) async throws {
+        try await withTemporaryDirectory { directory in
+            var parts = try ZipSurgery.makeParts(in: directory, rows: 400)
+            let segments = try #require(parts.metadata.store.segments)
+            switch lie {
+            case "another digest": parts.metadata.store.digest = ZipSurgery.sha256(Array("other".utf8))
+            case "size off by one":
+                parts.metadata.store.digest = segments.storeDigest(size: parts.metadata.store.size + 1)
+            default:
+                var doubled = segments
+                doubled.interval *= 2
+                parts.metadata.store.digest = doubled.storeDigest(size: parts.metadata.store.size)
+            }
+            let bundle = directory.appending("Notes.mdz")
+            try ZipSurgery.writeBundle(at: bundle, parts: parts)
+            let error = try expectRefusal(bundle, in: directory, code: .metadataMismatch, entry: BundleLayout.metadata)
+            #expect(error?.reason.contains("'store.digest'") == true, "\(String(describing: error))")
         }
     }
 

@@ -24,14 +24,35 @@ extension HostileBundleTests {
         }
     }
 
-    @Test("a store whose SHA-256 differs from the metadata's is refused", arguments: [RefusalStep.extract, .verify])
+    @Test("a version 1 store whose SHA-256 differs from the metadata's is refused",
+          arguments: [RefusalStep.extract, .verify])
     func storeSHA256Mismatch(step: RefusalStep) async throws {
         try await withTemporaryDirectory { directory in
             var parts = try ZipSurgery.makeParts(in: directory)
+            parts.metadata.formatVersion = 1
+            parts.metadata.store.digest = nil
             parts.metadata.store.sha256 = ZipSurgery.sha256(Array("something else".utf8))
             let bundle = directory.appending("Notes.mdz")
             try ZipSurgery.writeBundle(at: bundle, parts: parts)
             try expectRefusal(bundle, in: directory, at: step, code: .checksumMismatch, entry: BundleLayout.store)
+        }
+    }
+
+    @Test("a version 2 store whose segment differs from its digest is refused, naming the segment (13.1)",
+          arguments: [RefusalStep.extract, .verify])
+    func storeSegmentMismatch(step: RefusalStep) async throws {
+        try await withTemporaryDirectory { directory in
+            var parts = try ZipSurgery.makeParts(in: directory, rows: 400)
+            var digests = try #require(parts.metadata.store.segments).digests
+            try #require(digests.count >= 2)
+            digests[1] = ZipSurgery.sha256(Array("something else".utf8))
+            parts.metadata.store.segments?.sha256 = digests.joined()
+            parts.reseal()  // the store digest names the lying segments: only the content check can find them
+            let bundle = directory.appending("Notes.mdz")
+            try ZipSurgery.writeBundle(at: bundle, parts: parts)
+            let error = try expectRefusal(bundle, in: directory, at: step, code: .checksumMismatch,
+                                          entry: BundleLayout.store)
+            #expect(error?.reason.contains("segment 1") == true, "\(String(describing: error))")
         }
     }
 

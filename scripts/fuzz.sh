@@ -24,6 +24,8 @@ toolset=$work/toolset.json
 printf '{ "schemaVersion": "1.0", "linker": { "path": "%s" } }\n' "$(dirname "$(command -v swiftc)")/ld.lld" > "$toolset"
 echo "fuzz: building ${targets[*]} with -sanitize=fuzzer,address (the first build takes a few minutes)"
 for name in "${targets[@]}"; do
+    # > A build that fails must not leave the previous binary to be run as if it were this source's.
+    rm -f "$work/build/release/fuzz-$name"
     swift build --package-path Fuzz --scratch-path "$work/build" -c release -Xswiftc -sanitize=fuzzer,address \
         -Xswiftc -enable-testing --toolset "$toolset" --product "fuzz-$name" 2>&1 | grep -E "error|warning: unre|Compiling fuzz|Build of" || true
     [ -x "$work/build/release/fuzz-$name" ] || { echo "fuzz: fuzz-$name did not build" >&2; exit 1; }

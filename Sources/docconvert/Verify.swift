@@ -29,6 +29,8 @@ struct Verify: ParsableCommand {
     struct ItemJSON: Encodable {
         var path: String
         var ok: Bool
+        var formatVersion: Int?
+        var storeDigest: String?
         var entryCount: Int?
         var uncompressedBytes: UInt64?
         var sqliteCheck: String?
@@ -54,12 +56,13 @@ struct Verify: ParsableCommand {
                 let reader = try BundleReader(at: FilePath(bundle))
                 printNotices(reader, bundle: bundle)
                 let report = try reader.verify(full: !quick)
-                items.append(ItemJSON(path: bundle, ok: true, entryCount: report.entryCount,
+                items.append(ItemJSON(path: bundle, ok: true, formatVersion: reader.metadata.formatVersion,
+                                      storeDigest: reader.metadata.store.contentDigest, entryCount: report.entryCount,
                                       uncompressedBytes: report.uncompressedBytes, sqliteCheck: report.sqliteCheck,
                                       rowCounts: report.rowCounts, notices: reader.notices.isEmpty ? nil : reader.notices))
                 if !output.json {
                     let rows = report.rowCounts.values.reduce(0, +)
-                    print("ok: \(bundle): \(report.entryCount) entries, \(formatBytes(report.uncompressedBytes)), \(report.rowCounts.count) tables, \(rows) rows, \(report.sqliteCheck) ok")
+                    print("ok: \(bundle): format version \(reader.metadata.formatVersion), \(report.entryCount) entries, \(formatBytes(report.uncompressedBytes)), \(report.rowCounts.count) tables, \(rows) rows, \(report.sqliteCheck) ok")
                 }
             } catch let error as DocumentError {
                 worst = worst ?? error

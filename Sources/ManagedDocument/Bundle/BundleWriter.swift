@@ -443,14 +443,18 @@ public enum BundleWriter {
         var segments = segmentDigests.map {
             SegmentHasher(interval: Self.segmentInterval(forSize: size, maximumDigests: $0))
         }
-        let digest = try writer.addEntry(named: name, size: size, compressed: deflate, reuse: reuse,
-                                         hashing: hashingWhole) { buffer in
+        // > A store of one segment (a small one) has the whole file's SHA-256 as its one digest: hashed once.
+        let isOneSegment = segments.map { size > 0 && size <= $0.interval } ?? false
+        var digest = try writer.addEntry(named: name, size: size, compressed: deflate, reuse: reuse,
+                                         hashing: hashingWhole && !isOneSegment) { buffer in
             let count = try read(buffer)
             segments?.update(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             return count
         }
         guard var segments else { return (digest, nil) }
-        return (digest, DocumentMetadata.SegmentDigests(interval: segments.interval, digests: segments.finalize()))
+        let digests = segments.finalize()
+        if hashingWhole && isOneSegment { digest.sha256 = digests.first }
+        return (digest, DocumentMetadata.SegmentDigests(interval: segments.interval, digests: digests))
     }
 
     /// Every regular file below `folder`, sorted, as entry names under `prefix`.

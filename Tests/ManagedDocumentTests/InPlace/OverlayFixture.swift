@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Crypto
 import Foundation
 import GRDB
 import SystemPackage
@@ -66,8 +67,8 @@ struct OverlayConnection {
         queue = try DatabaseQueue(path: registration.uri, configuration: configuration)
     }
 
-    /// Every table's row digest.
-    func digests() throws -> [String: String] { try BundleStoreTests.digests { try queue.read($0) } }
+    /// Every table's row digest (``OverlayFiles/digests(_:)``).
+    func digests() throws -> [String: String] { try OverlayFiles.digests(queue) }
 
     func close() throws { try queue.close() }
 }
@@ -89,8 +90,30 @@ enum OverlayFiles {
         return Int64(info.st_blocks) * 512
     }
 
-    /// Every table's row digest of a plain connection.
+    /// Every table's SHA-256 of every value of every row, blobs byte for byte, and the schema's.
     static func digests(_ queue: DatabaseQueue) throws -> [String: String] {
-        try BundleStoreTests.digests { try queue.read($0) }
+        try queue.read { db in
+            var result: [String: String] = [:]
+            let schema = try String.fetchAll(db, sql: "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")
+            result["(schema)"] = ZipSurgery.sha256(Array(schema.joined(separator: ";").utf8))
+            let tables = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            for table in tables {
+                var hasher = SHA256()
+                let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \"\(table)\" ORDER BY rowid")
+                while let row = try rows.next() {
+                    for value in row.databaseValues {
+                        if case .blob(let data) = value.storage {
+                            hasher.update(data: Array("blob \(data.count):".utf8))
+                            hasher.update(data: data)
+                        } else {
+                            hasher.update(data: Array("\(value);".utf8))
+                        }
+                    }
+                    hasher.update(data: [0x0A])
+                }
+                result[table] = Array(hasher.finalize()).map { String(format: "%02x", $0) }.joined()
+            }
+            return result
+        }
     }
 }

@@ -321,16 +321,23 @@ extension OverlayStore {
         }
     }
 
-    /// `xTruncate`: the new logical size (`overlay` cut there too, so that a store grown again reads zeros).
+    /// `xTruncate`: the new logical size (`overlay` cut there too, so that a store grown again reads zeros). A
+    /// store made smaller is recorded at once, as at `xSync`.
     func sqliteTruncate(_ size: Int64) -> Int32 {
         do {
             try state.withLock { state in
-                if size < state.logicalSize {
-                    try Self.resize(state.overlay, to: size, path: overlayPath)
-                    state.baseLimit = min(state.baseLimit, size)
-                    state.isOverlayDirty = true
+                guard size < state.logicalSize else {
+                    state.logicalSize = size
+                    return
                 }
+                try Self.resize(state.overlay, to: size, path: overlayPath)
+                state.baseLimit = min(state.baseLimit, size)
                 state.logicalSize = size
+                state.isOverlayDirty = true
+                // > In a rollback journal mode, SQLite makes the file smaller once the commit's journal is deleted,
+                // > and calls no xSync after it (pager_end_transaction): without a record, the map would keep the
+                // > larger size after a crash or a close, and a save would copy the dead pages past the store's end.
+                try Self.sync(&state, self)
             }
             return SQLITE_OK
         } catch {

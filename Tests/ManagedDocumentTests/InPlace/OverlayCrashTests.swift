@@ -121,3 +121,27 @@ struct OverlayCrashTests {
         }
     }
 }
+
+extension OverlayCrashTests {
+    @Test("a store made smaller (VACUUM) is recorded at once: SQLite truncates after its commit, with no xSync after")
+    func truncatedAfterCommit() async throws {
+        try await withTemporaryDirectory { directory in
+            let fixture = try OverlayFixture(in: directory, bytes: 2_000_000)
+            let connection = try OverlayConnection(fixture.create("wc", in: directory))
+            try connection.queue.write { try $0.execute(sql: "DELETE FROM blob WHERE id % 3 <> 0") }
+            try connection.queue.writeWithoutTransaction { try $0.execute(sql: "VACUUM") }
+            let committed = try connection.digests()
+            let pages = try connection.queue.read { try Int64.fetchOne($0, sql: "PRAGMA page_count") } ?? 0
+            let before = try #require(FileSystem.Status(fixture.loose)).size
+            #expect(connection.store.logicalSize == pages * 4096 && pages * 4096 < before)
+            let image = directory.appending("image")
+            try OverlayFiles.image(of: connection.store.folder, to: image)
+            try connection.close()
+            let store = try fixture.open(image)
+            #expect(store.logicalSize == pages * 4096, "the map records the smaller size")
+            let recovered = try OverlayConnection(store)
+            #expect(try recovered.digests() == committed)
+            try recovered.close()
+        }
+    }
+}

@@ -16,6 +16,13 @@ struct OverlayFixture {
     let identity: OverlayMap.BaseIdentity
     let digest: String
 
+    init(bundle: FilePath, loose: FilePath, identity: OverlayMap.BaseIdentity, digest: String) {
+        self.bundle = bundle
+        self.loose = loose
+        self.identity = identity
+        self.digest = digest
+    }
+
     /// A bundle of a store of about `bytes` bytes (4 KiB pages) in `directory`.
     init(in directory: FilePath, bytes: Int) throws {
         (bundle, loose) = try BundleStoreTests.bundle(in: directory, pageSize: 4096, bytes: bytes, level: 2)

@@ -196,3 +196,38 @@ final class FailingSource: StoreSource {
         return try inner.read(into: buffer, count: count, at: offset)
     }
 }
+
+extension OverlayStoreTests {
+    @Test("reset switches to a new base holding what SQLite sees (a save's bundle) under the open connection")
+    func resetToNewBase() async throws {
+        try await withTemporaryDirectory { directory in
+            let fixture = try OverlayFixture(in: directory, bytes: 1_500_000)
+            let connection = try OverlayConnection(fixture.create("wc", in: directory))
+            try Self.change([connection.queue], round: 1)
+            let store = connection.store
+            // > What a save writes: the store as SQLite sees it, base and overlay composed.
+            let saved = directory.appending("saved.sqlite")
+            try Data(store.bytes(at: 0, count: Int(store.logicalSize))).write(to: URL(fileURLWithPath: saved.string))
+            let bundle = directory.appending("Saved.mdz")
+            try BundleWriter.write(BundleContent(store: saved), metadata: DocumentMetadata(), to: bundle,
+                                   options: WritingOptions())
+            let newBase = OverlayFixture(bundle: bundle, loose: saved,
+                                         identity: OverlayMap.BaseIdentity(try #require(FileSystem.Status(bundle)).identity),
+                                         digest: try BundleReader(at: bundle).metadata.store.sha256)
+            let before = try connection.digests()
+            try store.reset(newBase: newBase.source(), identity: newBase.identity, digest: newBase.digest)
+            #expect(store.presentPages.isEmpty)
+            #expect(try FileSystem.status(store.overlayPath)?.size == 0)
+            #expect(try connection.digests() == before, "the same connection reads the same rows from the new base")
+            let model = try newBase.model(at: directory.appending("model.sqlite"))
+            try Self.change([connection.queue, model], round: 2)
+            #expect(try connection.digests() == OverlayFiles.digests(model))
+            try connection.close()
+            let error = #expect(throws: DocumentError.self) { _ = try fixture.open(store.folder) }
+            #expect(error?.code == .metadataMismatch, "the old base is refused")
+            let reopened = try OverlayConnection(newBase.open(store.folder))
+            #expect(try reopened.digests() == OverlayFiles.digests(model))
+            try reopened.close()
+        }
+    }
+}

@@ -231,3 +231,27 @@ extension OverlayStoreTests {
         }
     }
 }
+
+extension OverlayStoreTests {
+    @Test("the store never goes to WAL mode, even in exclusive locking mode")
+    func noWAL() async throws {
+        try await withTemporaryDirectory { directory in
+            let fixture = try OverlayFixture(in: directory, bytes: 300_000)
+            let connection = try OverlayConnection(fixture.create("wc", in: directory))
+            for locking in ["NORMAL", "EXCLUSIVE"] {
+                let error = #expect(throws: DatabaseError.self, "\(locking)") {
+                    try connection.queue.writeWithoutTransaction { db in
+                        try db.execute(sql: "PRAGMA locking_mode = \(locking)")
+                        _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
+                    }
+                }
+                #expect(error?.message?.contains("rollback journal mode") == true, "\(String(describing: error))")
+            }
+            try connection.queue.writeWithoutTransaction { try $0.execute(sql: "PRAGMA locking_mode = NORMAL") }
+            #expect(try connection.queue.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") } == "delete")
+            #expect(try FileSystem.status(connection.store.folder.appending("overlay-wal")) == nil)
+            try Self.change([connection.queue], round: 1)
+            try connection.close()
+        }
+    }
+}

@@ -13,9 +13,9 @@ import SystemPackage
 ///
 /// The URI's path is the overlay file itself, so SQLite's rollback journal (`overlay-journal`) and its temporary
 /// files are real files the default VFS serves. (The default VFS reads the main file's mode and owner to create the
-/// journal with the same: the main file's name must exist.) A WAL file is never opened: the store's methods are
-/// version 1 (no shared memory), and `xOpen` refuses a WAL even in exclusive locking mode, so the store stays in a
-/// rollback journal mode.
+/// journal with the same: the main file's name must exist.) The store stays in a rollback journal mode: its methods
+/// are version 1 (no shared memory), `PRAGMA journal_mode = WAL` fails (even in exclusive locking mode, where SQLite
+/// would otherwise accept it without shared memory), and `xOpen` never opens a WAL file.
 enum OverlayVFS {
     static let name = "managed-document-overlay"
 
@@ -80,7 +80,10 @@ enum OverlayVFS {
             result?.pointee = 0
             return SQLITE_OK
         }
-        methods.pointee.xFileControl = { _, _, _ in SQLITE_NOTFOUND }
+        methods.pointee.xFileControl = { _, operation, argument in
+            guard operation == SQLITE_FCNTL_PRAGMA else { return SQLITE_NOTFOUND }
+            return OverlayVFS.pragma(argument)
+        }
         methods.pointee.xSectorSize = { _ in 4096 }
         // > Power-safe overwrite: a write changes no byte outside its range once a crash is recovered. A write into
         // > a present block writes its own bytes only; a block made present is written whole, but it is named in the
@@ -88,6 +91,24 @@ enum OverlayVFS {
         methods.pointee.xDeviceCharacteristics = { _ in SQLITE_IOCAP_POWERSAFE_OVERWRITE }
         return MethodsTable(pointer: methods)
     }()
+
+    /// `SQLITE_FCNTL_PRAGMA`: refuses `PRAGMA journal_mode = WAL` (which in exclusive locking mode SQLite would
+    /// accept, and fail at the next transaction); leaves every other pragma to SQLite.
+    private static func pragma(_ argument: UnsafeMutableRawPointer?) -> Int32 {
+        // > "the argument is a pointer to an array of pointers to strings (char**) in which the second element of the
+        // > array is the name of the pragma and the third element is the argument to the pragma or NULL"; an error
+        // > message "obtained from sqlite3_mprintf()" may be left in the first (SQLite frees it with sqlite3_free).
+        guard let arguments = argument?.assumingMemoryBound(to: UnsafeMutablePointer<CChar>?.self),
+              let name = arguments[1], let value = arguments[2],
+              String(cString: name).lowercased() == "journal_mode", String(cString: value).lowercased() == "wal"
+        else { return SQLITE_NOTFOUND }
+        let message = "a working copy stays in a rollback journal mode"
+        if let copy = sqlite3_malloc(Int32(message.utf8.count + 1)) {
+            message.withCString { copy.copyMemory(from: $0, byteCount: message.utf8.count + 1) }
+            arguments[0] = copy.assumingMemoryBound(to: CChar.self)
+        }
+        return SQLITE_ERROR
+    }
 
     private static func fallback(_ vfs: UnsafeMutablePointer<sqlite3_vfs>?) -> UnsafeMutablePointer<sqlite3_vfs> {
         vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)

@@ -127,13 +127,15 @@ struct OverlayStoreTests {
                 switch Int.random(in: 0..<10, using: &generator) {
                 case 0..<6:
                     let offset = Int.random(in: 0...(model.count + 9000), using: &generator)
-                    let bytes = (0..<Int.random(in: 1...9000, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
-                    if offset + bytes.count > model.count { model += [UInt8](repeating: 0, count: offset + bytes.count - model.count) }
-                    model.replaceSubrange(offset..<(offset + bytes.count), with: bytes)
-                    #expect(bytes.withUnsafeBytes { store.sqliteWrite($0.baseAddress!, count: $0.count, at: Int64(offset)) } == 0)
+                    let count = Int.random(in: 1...9000, using: &generator)
+                    let bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                    model += [UInt8](repeating: 0, count: max(0, offset + count - model.count))
+                    model.replaceSubrange(offset..<(offset + count), with: bytes)
+                    let status = bytes.withUnsafeBytes { store.sqliteWrite($0.baseAddress!, count: count, at: Int64(offset)) }
+                    #expect(status == 0)
                 case 6..<8:
                     let size = Int.random(in: 0...(model.count + 5000), using: &generator)
-                    model = size <= model.count ? Array(model[0..<size]) : model + [UInt8](repeating: 0, count: size - model.count)
+                    model = Array(model.prefix(size)) + [UInt8](repeating: 0, count: max(0, size - model.count))
                     #expect(store.sqliteTruncate(Int64(size)) == 0)
                 case 8:
                     #expect(store.sqliteSync() == 0)
@@ -142,7 +144,8 @@ struct OverlayStoreTests {
                     store = try OverlayStore.open(folder: folder, base: StoreFile(basePath), expectedIdentity: identity,
                                                   expectedDigest: "d")
                 }
-                let same = try store.logicalSize == Int64(model.count) && store.bytes(at: 0, count: model.count + 100) == model
+                let same = try store.logicalSize == Int64(model.count)
+                    && store.bytes(at: 0, count: model.count + 100) == model
                 #expect(same, "step \(step)")
                 if !same { break }
             }

@@ -65,6 +65,7 @@ final class OverlayStore: StoreSource {
         var afterOverlaySync: (@Sendable () -> Void)?
     }
 
+    /// A store over the state ``open(folder:base:expectedIdentity:expectedDigest:)`` recovered.
     private init(folder: FilePath, pageSize: Int, state: State) {
         self.folder = folder
         self.pageSize = pageSize
@@ -78,7 +79,9 @@ final class OverlayStore: StoreSource {
         }
     }
 
+    /// The overlay file's path.
     var overlayPath: FilePath { folder.appending(Self.overlayName) }
+    /// The map file's path.
     var mapPath: FilePath { folder.appending(Self.mapName) }
 }
 
@@ -92,6 +95,7 @@ extension OverlayStore {
     ///   - pageSize: the store's page size: the blocks the map counts (a power of two, 512 to 65536).
     ///   - baseIdentity: the base bundle's identity, for recovery to check.
     ///   - baseDigest: the base's store digest.
+    /// - Precondition: `pageSize` is a power of two from 512 to 65536.
     /// - Throws: ``DocumentError/Code/alreadyExists`` when the folder holds a map already; I/O errors.
     static func create(folder: FilePath, base: any StoreSource, pageSize: Int, baseIdentity: OverlayMap.BaseIdentity,
                        baseDigest: String) throws -> OverlayStore {
@@ -143,7 +147,8 @@ extension OverlayStore {
                               digest: String, path: FilePath) throws {
         guard header.baseIdentity == identity, header.baseDigest == digest, header.baseSize == base.size else {
             throw DocumentError(.metadataMismatch, path: path,
-                                reason: "the working copy's changes were made over another version of the document (its page map names another base); nothing was changed")
+                                reason: "the working copy's changes were made over another version of the document "
+                                    + "(its page map names another base); nothing was changed")
         }
     }
 
@@ -266,6 +271,7 @@ extension OverlayStore {
         return Array(bytes[0..<read])
     }
 
+    /// Records why a read or write failed, for the caller to report (the first one is kept).
     func fail(_ error: DocumentError) { firstFailure.record(error) }
 
     /// The first failure SQLite met reading or writing the store (a damaged base segment, a full disk).
@@ -485,9 +491,9 @@ extension OverlayStore {
     /// Opens a working file for reading and writing (mode 0600 when it is created), without following a link.
     private static func openFile(_ path: FilePath, creating: Bool) throws -> FileDescriptor {
         do {
-            return try FileDescriptor.open(path, .readWrite,
-                                           options: creating ? [.create, .noFollow, .closeOnExec] : [.noFollow, .closeOnExec],
-                                           permissions: [.ownerReadWrite])
+            let options: FileDescriptor.OpenOptions = creating ? [.create, .noFollow, .closeOnExec]
+                                                               : [.noFollow, .closeOnExec]
+            return try FileDescriptor.open(path, .readWrite, options: options, permissions: [.ownerReadWrite])
         } catch let error as Errno {
             if error == .noSuchFileOrDirectory {
                 throw DocumentError(.notFound, path: path, reason: "no such file", underlyingError: error)

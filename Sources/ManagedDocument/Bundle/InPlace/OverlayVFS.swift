@@ -22,6 +22,7 @@ enum OverlayVFS {
     /// Registers the VFS (once); whether SQLite accepted it.
     static let isRegistered: Bool = register()
 
+    /// The store a file SQLite opened through the VFS holds; `nil` for a file that failed to open.
     private static func store(_ pointer: UnsafeMutablePointer<sqlite3_file>?) -> OverlayStore? {
         guard let raw = pointer.map(UnsafeMutableRawPointer.init)?.assumingMemoryBound(to: md_overlay_file.self),
               let store = raw.pointee.store else { return nil }
@@ -110,6 +111,7 @@ enum OverlayVFS {
         return SQLITE_ERROR
     }
 
+    /// The default VFS, kept in the VFS's `pAppData` when it was registered.
     private static func fallback(_ vfs: UnsafeMutablePointer<sqlite3_vfs>?) -> UnsafeMutablePointer<sqlite3_vfs> {
         vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
     }
@@ -142,6 +144,7 @@ enum OverlayVFS {
         return SQLITE_OK
     }
 
+    /// Registers the VFS beside the default one (which serves everything but the store); whether SQLite accepted it.
     private static func register() -> Bool {
         guard let fallback = sqlite3_vfs_find(nil) else { return false }
         let vfs = UnsafeMutablePointer<sqlite3_vfs>.allocate(capacity: 1)  // lives as long as the process

@@ -61,6 +61,9 @@ final class OverlayStore: StoreSource {
         var isOverlayDirty = false
         /// Whether SQLite holds the store open.
         var isAttached = false
+        /// Why nothing more is written: a reset failed once the new map was in place, so the files no longer
+        /// describe the state in memory. Reads go on; writes fail until the working copy is opened again.
+        var isBroken: DocumentError?
         /// Called in `xSync` once `overlay` is flushed, before the record is appended (tests only).
         var afterOverlaySync: (@Sendable () -> Void)?
     }
@@ -107,7 +110,8 @@ extension OverlayStore {
         }
         let header = OverlayMap.Header(pageSize: pageSize, baseIdentity: baseIdentity, baseDigest: baseDigest,
                                        baseSize: base.size)
-        let files = try replaceFiles(in: folder, header: header)
+        var isMapReplaced = false
+        let files = try replaceFiles(in: folder, header: header, isMapReplaced: &isMapReplaced)
         try? files.overlay.close()  // Squash close errors: both were flushed; open reads them again.
         try? files.map.close()
         return try open(folder: folder, base: base, expectedIdentity: baseIdentity, expectedDigest: baseDigest)
@@ -182,8 +186,9 @@ extension OverlayStore {
 
     /// Writes an empty overlay and a map of `header` alone aside, flushes them, and renames them into place: the
     /// map first (from then on, it names no page: whatever `overlay` holds is unseen), then the overlay; then
-    /// flushes the folder. Returns the new files, open.
-    private static func replaceFiles(in folder: FilePath, header: OverlayMap.Header) throws
+    /// flushes the folder. Returns the new files, open; `isMapReplaced` says, when it throws, whether the new map was
+    /// renamed into place already.
+    private static func replaceFiles(in folder: FilePath, header: OverlayMap.Header, isMapReplaced: inout Bool) throws
         -> (overlay: FileDescriptor, map: FileDescriptor, mapLength: Int64) {
         let suffix = FileSystem.randomSuffix()
         let overlayAside = folder.appending(".\(overlayName).\(suffix).partial")
@@ -197,6 +202,7 @@ extension OverlayStore {
                 try FileSystem.sync(map, path: mapAside)
                 try FileSystem.sync(overlay, path: overlayAside)
                 try FileSystem.rename(mapAside, to: folder.appending(mapName))
+                isMapReplaced = true
                 try FileSystem.rename(overlayAside, to: folder.appending(overlayName))
                 try FileSystem.syncDirectory(folder)
                 return (overlay, map, Int64(bytes.count))
@@ -218,13 +224,21 @@ extension OverlayStore {
     /// Call it between transactions, once `newBase` holds what SQLite sees now (a save's new bundle): SQLite's cache
     /// stays valid, since every page reads the same.
     ///
-    /// - Throws: I/O errors; the overlay and base are then unchanged, or (a failure after the map was renamed) the
-    ///   map names the new base with no page, which recovery reads as the new base alone.
+    /// - Throws: I/O errors. The overlay and base are then unchanged, unless the new map was in place already: it
+    ///   names the new base with no page (what recovery reads then is the new base alone), and every later write
+    ///   fails until the working copy is opened again.
     func reset(newBase: any StoreSource, identity: OverlayMap.BaseIdentity, digest: String) throws {
         let header = OverlayMap.Header(pageSize: pageSize, baseIdentity: identity, baseDigest: digest,
                                        baseSize: newBase.size)
         try state.withLock { state in
-            let files = try Self.replaceFiles(in: folder, header: header)
+            var isMapReplaced = false
+            let files: (overlay: FileDescriptor, map: FileDescriptor, mapLength: Int64)
+            do {
+                files = try Self.replaceFiles(in: folder, header: header, isMapReplaced: &isMapReplaced)
+            } catch let error as DocumentError {
+                if isMapReplaced { state.isBroken = error }
+                throw error
+            }
             try? state.overlay.close()  // Squash close errors: the old files are replaced.
             try? state.map.close()
             state.base = newBase
@@ -319,7 +333,10 @@ extension OverlayStore {
     /// `xWrite`: into `overlay`, whole blocks made present.
     func sqliteWrite(_ buffer: UnsafeRawPointer, count: Int, at offset: Int64) -> Int32 {
         do {
-            try state.withLock { state in try Self.write(&state, buffer, count: count, at: offset, self) }
+            try state.withLock { state in
+                if let broken = state.isBroken { throw broken }
+                try Self.write(&state, buffer, count: count, at: offset, self)
+            }
             return SQLITE_OK
         } catch {
             record(error, "cannot write the store")
@@ -332,6 +349,7 @@ extension OverlayStore {
     func sqliteTruncate(_ size: Int64) -> Int32 {
         do {
             try state.withLock { state in
+                if let broken = state.isBroken { throw broken }
                 guard size < state.logicalSize else {
                     state.logicalSize = size
                     return
@@ -355,7 +373,10 @@ extension OverlayStore {
     /// `xSync`: `overlay` flushed, then one record appended to `map` and flushed.
     func sqliteSync() -> Int32 {
         do {
-            try state.withLock { state in try Self.sync(&state, self) }
+            try state.withLock { state in
+                if let broken = state.isBroken { throw broken }
+                try Self.sync(&state, self)
+            }
             return SQLITE_OK
         } catch {
             record(error, "cannot flush the store")

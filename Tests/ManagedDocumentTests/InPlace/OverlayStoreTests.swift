@@ -52,6 +52,9 @@ struct OverlayStoreTests {
             #expect(present > 0 && Int64(present) * 4096 < storeSize / 8, "\(present) pages of \(storeSize / 4096)")
             #expect(allocated < storeSize / 8, "\(allocated) bytes allocated for a store of \(storeSize)")
             #expect(try FileSystem.status(folder.appending("overlay-journal")) == nil, "no journal after a commit")
+            for name in [OverlayStore.overlayName, OverlayStore.mapName] {
+                #expect(try FileSystem.status(folder.appending(name))?.permissions == 0o600, "\(name)")
+            }
             try connection.close()
         }
     }

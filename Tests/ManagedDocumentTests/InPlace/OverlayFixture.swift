@@ -28,7 +28,7 @@ struct OverlayFixture {
         (bundle, loose) = try BundleStoreTests.bundle(in: directory, pageSize: 4096, bytes: bytes, level: 2)
         let status = try #require(FileSystem.Status(bundle))
         identity = OverlayMap.BaseIdentity(status.identity)
-        digest = try BundleReader(at: bundle).metadata.store.sha256
+        digest = try BundleReader(at: bundle).metadata.store.contentDigest
     }
 
     /// The base's store served segment by segment from the bundle.

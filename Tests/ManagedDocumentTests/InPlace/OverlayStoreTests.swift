@@ -219,7 +219,7 @@ extension OverlayStoreTests {
                                    options: WritingOptions())
             let newBase = OverlayFixture(bundle: bundle, loose: saved,
                                          identity: OverlayMap.BaseIdentity(try #require(FileSystem.Status(bundle)).identity),
-                                         digest: try BundleReader(at: bundle).metadata.store.sha256)
+                                         digest: try BundleReader(at: bundle).metadata.store.contentDigest)
             let before = try connection.digests()
             try store.reset(newBase: newBase.source(), identity: newBase.identity, digest: newBase.digest)
             #expect(store.presentPages.isEmpty)

@@ -22,6 +22,15 @@ import SystemPackage
 /// base limit after i64, page count u32, page numbers u64 × count; then the CRC-32 of the length and the body u32
 /// ```
 ///
+/// A pending-base record (kind 2), appended by a save before its new bundle is renamed into place, names the store
+/// digest of that bundle: when recovery finds another bundle than the header's under the document's name, and it is
+/// the one the last record names, the overlay's content is in it.
+///
+/// ```
+/// body length u32, then the body: kind u32 (2), sequence u64, digest length u32, digest (UTF-8);
+/// then the CRC-32 of the length and the body u32
+/// ```
+///
 /// The base limit is the lowest logical size reached since the base was taken: the base's bytes are seen below it
 /// only (a store truncated and grown again reads zeros where it never wrote, as a file does).
 struct OverlayMap: Sendable {
@@ -53,12 +62,19 @@ struct OverlayMap: Sendable {
         var logicalSize: Int64
         var baseLimit: Int64
         var pages: [Int64]
+        /// For a pending-base record (kind 2): the store digest of the bundle a save is about to put in place; the
+        /// sizes are then those of the record before it, and no page is named.
+        var pendingBase: String? = nil
     }
 
     static let magic: [UInt8] = Array("MDOVMAP\n".utf8)
     static let version: UInt32 = 1
-    /// The one record kind of version 1.
+    /// The record kind that names pages and sizes.
     static let pagesKind: UInt32 = 1
+    /// The record kind that names the bundle a save is putting in place.
+    static let pendingBaseKind: UInt32 = 2
+    /// The longest digest a pending-base record holds (a SHA-256 in hex is 64 bytes).
+    static let maximumDigestLength = 1024
     /// Bytes of a record around its page numbers: length, kind, sequence, two sizes, count, CRC-32.
     static let recordOverhead = 4 + 4 + 8 + 8 + 8 + 4 + 4
 
@@ -67,6 +83,10 @@ struct OverlayMap: Sendable {
     let records: [Record]
     /// Where the last good record ends: the map's length once recovery cut it back.
     let length: Int
+
+    /// The store digest the last record names when it is a pending-base record (a save renamed, or was about to
+    /// rename, a bundle of that digest into place, and nothing was written since); `nil` otherwise.
+    var pendingBase: String? { records.last?.pendingBase }
 
     /// The header's bytes.
     static func encode(_ header: Header) -> [UInt8] {
@@ -91,6 +111,17 @@ struct OverlayMap: Sendable {
     /// A record's bytes.
     static func encode(_ record: Record) -> [UInt8] {
         var writer = LittleEndianWriter()
+        if let digest = record.pendingBase.map({ Array($0.utf8) }) {
+            writer.append(UInt32(4 + 8 + 4 + digest.count))
+            writer.append(pendingBaseKind)
+            writer.append(record.sequence)
+            writer.append(UInt32(digest.count))
+            writer.bytes += digest
+            var crc = CRC32()
+            crc.update(writer.bytes)
+            writer.append(crc.value)
+            return writer.bytes
+        }
         writer.append(UInt32(recordOverhead - 8 + 8 * record.pages.count))
         writer.append(pagesKind)
         writer.append(record.sequence)
@@ -114,7 +145,7 @@ struct OverlayMap: Sendable {
         header = try Self.parseHeader(&reader, path: path)
         var records: [Record] = []
         var length = reader.offset
-        while let record = Self.parseRecord(&reader, after: records.last?.sequence ?? 0, header: header) {
+        while let record = Self.parseRecord(&reader, after: records.last, header: header) {
             records.append(record)
             length = reader.offset
         }
@@ -154,19 +185,36 @@ struct OverlayMap: Sendable {
 
     /// The record at the reader's position when it is whole, checked and next in sequence; `nil` otherwise (the
     /// reader then stands anywhere).
-    private static func parseRecord(_ reader: inout LittleEndianReader, after sequence: UInt64,
+    private static func parseRecord(_ reader: inout LittleEndianReader, after previous: Record?,
                                     header: Header) -> Record? {
         let start = reader.offset
-        guard let length = reader.read(UInt32.self), Int(length) >= recordOverhead - 8,
-              (Int(length) - (recordOverhead - 8)) % 8 == 0, let body = reader.take(Int(length)),
+        guard let length = reader.read(UInt32.self), Int(length) >= 4 + 8, let body = reader.take(Int(length)),
               let checksum = reader.read(UInt32.self) else { return nil }
         var crc = CRC32()
         crc.update(Array(reader.bytes[start..<(start + 4 + Int(length))]))
         guard crc.value == checksum else { return nil }
         var fields = LittleEndianReader(bytes: body)
-        guard fields.read(UInt32.self) == pagesKind, let number = fields.read(UInt64.self), number == sequence + 1,
+        let sequence = previous?.sequence ?? 0
+        guard let kind = fields.read(UInt32.self), let number = fields.read(UInt64.self), number == sequence + 1
+        else { return nil }
+        switch kind {
+        case pagesKind: return parsePages(&fields, sequence: number, bodyLength: body.count)
+        case pendingBaseKind:
+            // > A pending base changes no size: the record keeps those of the one before it.
+            guard let count = fields.read(UInt32.self), Int(count) <= maximumDigestLength,
+                  Int(count) == body.count - 16, let digest = fields.take(Int(count)),
+                  let text = String(validating: digest, as: UTF8.self) else { return nil }
+            return Record(sequence: number, logicalSize: previous?.logicalSize ?? header.baseSize,
+                          baseLimit: previous?.baseLimit ?? header.baseSize, pages: [], pendingBase: text)
+        default: return nil
+        }
+    }
+
+    /// The rest of a pages record (kind 1) after its kind and sequence, checked; `nil` when it is impossible.
+    private static func parsePages(_ fields: inout LittleEndianReader, sequence: UInt64, bodyLength: Int) -> Record? {
+        guard bodyLength >= recordOverhead - 8, (bodyLength - (recordOverhead - 8)) % 8 == 0,
               let logicalSize = fields.read(Int64.self), let baseLimit = fields.read(Int64.self),
-              let count = fields.read(UInt32.self), Int(count) * 8 == body.count - (recordOverhead - 8),
+              let count = fields.read(UInt32.self), Int(count) * 8 == bodyLength - (recordOverhead - 8),
               logicalSize >= 0, baseLimit >= 0, baseLimit <= logicalSize else { return nil }
         var pages: [Int64] = []
         pages.reserveCapacity(Int(count))
@@ -174,7 +222,7 @@ struct OverlayMap: Sendable {
             guard let page = fields.read(Int64.self), page >= 0 else { return nil }
             pages.append(page)
         }
-        return Record(sequence: number, logicalSize: logicalSize, baseLimit: baseLimit, pages: pages)
+        return Record(sequence: sequence, logicalSize: logicalSize, baseLimit: baseLimit, pages: pages)
     }
 }
 

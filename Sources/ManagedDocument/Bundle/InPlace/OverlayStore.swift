@@ -257,6 +257,62 @@ extension OverlayStore {
     }
 }
 
+// MARK: - Saves and recovery
+
+extension OverlayStore {
+    /// Appends a pending-base record naming `digest`, the store digest of the bundle a save is about to rename into
+    /// place, and flushes it (FORMAT.md 16.2): recovery after a crash between that rename and ``reset(newBase:identity:digest:)``
+    /// knows the overlay's content is in that bundle. Call it between transactions (a save holds the writers).
+    ///
+    /// - Throws: I/O errors (the record is then cut off again); the store's own failure once it is unwritable.
+    func appendPendingBase(digest: String) throws {
+        try state.withLock { state in
+            if let broken = state.isBroken { throw broken }
+            try Self.sync(&state, self)
+            let record = OverlayMap.Record(sequence: state.sequence + 1, logicalSize: state.logicalSize,
+                                           baseLimit: state.baseLimit, pages: [], pendingBase: digest)
+            let bytes = OverlayMap.encode(record)
+            do {
+                try bytes.withUnsafeBytes { raw in
+                    try Self.writeAll(state.map, raw.baseAddress!, count: raw.count, at: state.mapLength, path: mapPath)
+                }
+                try Self.dataSync(state.map, path: mapPath)
+            } catch {
+                try? Self.resize(state.map, to: state.mapLength, path: mapPath)  // Squash: recovery cuts it too.
+                throw error
+            }
+            state.mapLength += Int64(bytes.count)
+            state.sequence = record.sequence
+        }
+    }
+
+    /// The map in `folder`, read (its header checked, its records up to the last good one), without opening or
+    /// changing anything; `nil` when the folder has no map.
+    ///
+    /// - Throws: ``DocumentError/Code/storeCorrupt`` when the header is damaged; I/O errors.
+    static func readMap(in folder: FilePath) throws -> OverlayMap? {
+        let path = folder.appending(mapName)
+        guard try FileSystem.exists(path) else { return nil }
+        let map = try openFile(path, creating: false)
+        defer { try? map.close() }  // Squash close error: nothing was written.
+        let bytes = try FileSystem.read(map, at: 0, count: Int(fileSize(map, path: path)), path: path)
+        return try OverlayMap(parsing: bytes, path: path)
+    }
+
+    /// Removes the files a reset or a creation cut short left in `folder` (`.overlay.*.partial`, `.map.*.partial`):
+    /// none of them is ever read. Call it only while holding the working copy's lock.
+    static func removeLeftovers(in folder: FilePath) {
+        guard let names = try? FileSystem.contentsOfDirectory(folder) else { return }
+        for name in names where name.hasSuffix(".partial")
+            && (name.hasPrefix(".\(overlayName).") || name.hasPrefix(".\(mapName).")) {
+            try? FileSystem.removeFile(folder.appending(name))  // housekeeping; never fails an open
+        }
+    }
+
+    /// The lowest logical size since the base was taken: the base's bytes are seen below it only.
+    var baseLimit: Int64 { state.withLock { $0.baseLimit } }
+}
+
 // MARK: - What the save reads
 
 extension OverlayStore {

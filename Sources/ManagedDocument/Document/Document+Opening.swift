@@ -9,9 +9,10 @@ extension Document {
     /// In order: the writer lock is taken (not for read-only opens); when the bundle is missing, a legacy store is
     /// looked for in ``OpenOptions/legacyStoreLocations``, then beside the bundle with the same stem (a store file
     /// found by content, or a UIManagedDocument package), and converted with ``OpenOptions/conversion``; otherwise
-    /// a new document is created when ``OpenOptions/createIfMissing`` is set. The bundle is then checked and
-    /// extracted into a working copy, and pending migrations run (each in its own transaction); when any ran, the
-    /// document is saved once, after all of them succeeded. The function returns when the document is open.
+    /// a new document is created when ``OpenOptions/createIfMissing`` is set. The bundle is then checked and a
+    /// working copy made (the store served from the bundle through an overlay when it allows, extracted otherwise),
+    /// and pending migrations run (each in its own transaction); when any ran, the document is saved once, after all
+    /// of them succeeded. The function returns when the document is open.
     ///
     /// - Returns: the open document.
     /// A bundle reached through a symbolic link is opened where the link points: saves replace that file, never the
@@ -24,7 +25,8 @@ extension Document {
     ///   ``DocumentError/Code/modelMismatch`` and ``DocumentError/Code/documentTypeMismatch`` (for writing),
     ///   ``DocumentError/Code/cannotCreate`` when the working copies' folder is not a private folder of this user,
     ///   ``DocumentError/Code/migrationFailed`` (the bundle is untouched), ``DocumentError/Code/legacyConversionFailed``,
-    ///   and any reader code when the bundle is damaged.
+    ///   ``DocumentError/Code/metadataMismatch`` when ``RecoveryPolicy/recover`` finds unsaved changes made over
+    ///   another bundle than the one there now (nothing is removed), and any reader code when the bundle is damaged.
     public static func open(at path: FilePath, options: OpenOptions = OpenOptions()) async throws -> Document {
         try options.validate(for: path)
         let root = WorkingCopy.root(options.workingDirectory)

@@ -25,9 +25,10 @@ import SystemPackage
 ///
 /// The bundle on disk only ever changes in ``save()``, which packs the working copy with the write-aside-then-
 /// rename protocol: a crash at any moment leaves the previous bundle or the new one, never a mix. Opening for
-/// writing takes a lock (see ``OpenOptions/lockTimeout``); read-only opens take none and read the bundle they opened
-/// (its store served page by page from the bundle, nothing extracted, when the bundle allows), so they never block
-/// the writer and never change the bundle.
+/// writing takes a lock (see ``OpenOptions/lockTimeout``) and, when the bundle allows, extracts nothing of the store:
+/// SQLite reads its pages from the bundle and writes changed pages into the working copy. Read-only opens take no
+/// lock and read the bundle they opened (served page by page the same way), so they never block the writer and
+/// never change the bundle.
 ///
 /// ## Topics
 /// - ``open(at:options:)``
@@ -55,7 +56,11 @@ public final class Document: Sendable {
     public enum RecoveryPolicy: Sendable {
         /// Throw it away and start from the bundle (default).
         case discard
-        /// Keep its unsaved changes when it was made from the bundle as it is now; discard it otherwise.
+        /// Keep its unsaved changes when it was made from the bundle as it is now; discard it when those changes are
+        /// in the bundle already (saved just before the process died) or it was extracted from another bundle. A
+        /// working copy served from the bundle whose changes were made over another bundle than the one there now
+        /// (another program replaced the document) is refused with ``DocumentError/Code/metadataMismatch``, and
+        /// nothing is removed: open with ``discard`` to drop those changes.
         case recover
     }
 

@@ -276,6 +276,7 @@ struct WritableInPlaceTests {
             options.workingDirectory = childWorkingDirectory(folder)
             options.recovery = .recover
             var known = 0  // entries recovered and saved so far: never lost
+            var outcomes = (bundleAdvanced: 0, recoveredUnsaved: 0, killedWhileSaving: 0)
             for trial in 0..<trials {
                 let app = try ChildApp([bundle.string, "journal", "--rows", "300", "--save-every", "7", "--echo"], in: folder)
                 let delay = 200_000_000 + generator.next() % 2_300_000_000
@@ -302,8 +303,15 @@ struct WritableInPlaceTests {
                         "\(context): recovered \(recovered.count), last committed \(committed)")
                 #expect(recovered.count >= saved.count, "\(context)")
                 try await document.close(savingChanges: true)
+                if saved.count > known { outcomes.bundleAdvanced += 1 }
+                if recovered.count > saved.count { outcomes.recoveredUnsaved += 1 }
+                // > The app says "saved N" once a save returned: a kill after the last commit before it hit that save.
+                let lastSaved = output.split(separator: "\n").last { $0.hasPrefix("saved ") || $0.hasPrefix("committed ") }
+                if let lastSaved, lastSaved.hasPrefix("committed "), committed % 7 == 0 { outcomes.killedWhileSaving += 1 }
                 known = recovered.count
             }
+            print("kill-writable: \(trials) trials (seed \(seed)): the bundle advanced in \(outcomes.bundleAdvanced), "
+                  + "recovery had unsaved commits in \(outcomes.recoveredUnsaved), killed during a save in \(outcomes.killedWhileSaving)")
         }
     }
 

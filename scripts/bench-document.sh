@@ -16,12 +16,14 @@
 #                            then linked in instead of loaded as shared libraries, which lowers the baseline RSS
 #
 # Cases, all on the same bundle (made once by `document-benchmark make-document`, deflated at the default level like every save):
-#   ours open       Document.open for writing (extracts a working copy into the work folder), timed in-process;
-#                   then close(savingChanges: false), outside the timed span. Peer: unzip.
+#   ours open       Document.open for writing, timed in-process: the store served from the bundle through an overlay
+#                   in the work folder (FORMAT.md 16.2; nothing of the store extracted); then close(savingChanges:
+#                   false), outside the timed span. Peer: unzip (what the open cost when it extracted the store).
 #   ours metadata   Document.metadata(at:), 100 calls in one process, median per call. Peer: unzip.
 #   ours save       open, change one row, then save() timed in-process (on a fresh copy of the bundle each run):
-#                   incremental (FORMAT.md 16.1; peer: the durable copy), and full with savesIncrementally off
-#                   (peer: zip -1). With the page cache dropped, it is dropped again between the open and the save.
+#                   incremental (the segments no written page touches copied unread, FORMAT.md 13.1 and 16.2; peer:
+#                   the durable copy), and full with savesIncrementally off (the whole store read through the
+#                   overlay and deflated; peer: zip -1). With the page cache dropped, it is dropped again between the open and the save.
 #   durable copy    cp BUNDLE COPY && sync COPY: the floor of any save that writes a new file and flushes it.
 #   sqlite3 commit  the same one-row change committed by sqlite3 on the loose store (rollback journal, fsync).
 #   unzip           unzip -q -o BUNDLE -d DIR
@@ -91,7 +93,7 @@ log "bundle: $BUNDLE_BYTES bytes; store: $STORE_BYTES bytes; made in ${gen_secon
 cases=()
 declare -A TOOL OP PEER TAG FOLDER
 add_case() { cases+=("$1"); TOOL[$1]=$2; OP[$1]=$3; PEER[$1]=$4; TAG[$1]=$5; FOLDER[$1]=$6; }
-add_case ours-open "ours (Document.open, writable)" "open: extract a working copy" unzip open "$WORK"
+add_case ours-open "ours (Document.open, writable)" "open: the store served from the bundle" unzip open "$WORK"
 prepare_ours-open() { rm -rf "$WORK/wc-open"; }
 case_ours-open() { timed "$BIN" open "$BUNDLE" "$WORK/wc-open"; }
 add_case ours-meta "ours (Document.metadata(at:))" "read-only metadata, no extraction" unzip metadata "$WORK"
@@ -195,7 +197,7 @@ echo "- Build: release$([[ $STATIC == 1 ]] && echo ', --static-swift-stdlib (run
 echo "- Tools: $(swift --version 2>&1 | head -n 1); $(zip -v | sed -n 2p | sed 's/^ *//'); $(unzip -v | head -n 1)"
 echo "- Document: bundle $BUNDLE_BYTES bytes ($(( BUNDLE_BYTES >> 20 )) MiB), store $STORE_BYTES bytes ($(( STORE_BYTES >> 20 )) MiB), content $CONTENT_BYTES bytes; rows alternate Zipf-word text and random blobs of 64-1536 bytes; made (and saved at the default deflate level 2, ISA-L) in ${gen_seconds}s"
 echo "- $RUNS runs per case, interleaved round by round; medians shown. Page cache dropped before every run: $([[ $DROP == 1 ]] && echo 'yes (sync; echo 3 > /proc/sys/vm/drop_caches), and for ours save again between its open and its save' || echo 'no (not permitted or BENCH_DROP_CACHES=0; input warm in the page cache)')."
-echo "- Ours open = \`Document.open\` for writing: lock, structure and metadata checks, extraction into the working copy with CRC-32 and SHA-256 checked (no fsync), GRDB opens the store. Ours save = \`Document.save\` (default: deflate level 2 with ISA-L, on both cores): SHA-256 of the store, compression, fsync, a re-read that inflates and checks every entry, rename. unzip and zip do no fsync and no verification."
+echo "- Ours open = \`Document.open\` for writing: lock, structure and metadata checks, an empty overlay and page map made and flushed in the working copy (FORMAT.md 16.2; nothing of the store extracted), GRDB opens the store through the overlay VFS (the segments SQLite reads inflated and checked). Ours save = \`Document.save\` (default: deflate level 2 with ISA-L, on both cores): incremental = the restart segments no written page touches copied unread with their recorded digests and CRC-32s, the others read through the overlay, deflated and hashed, a re-read in proportion, fsync, rename, the overlay reset onto the new bundle; full = the whole store read through the overlay (every base segment inflated and checked), deflated and hashed, a re-read that inflates and checks every entry. unzip and zip do no fsync and no verification."
 echo "- Read-only access: ours in place = \`BundleStore\` (FORMAT.md 11.4): the bundle opened and checked, the store's pages read straight from it through a read-only SQLite VFS, each segment (128 KiB up to 512 MiB, at most 4,096 of them) inflated only when a page in it is asked for (and read ahead, on the other core, during a scan) and checked against its SHA-256, 8 MiB of segments cached; then one point query (\`$POINT\`) or a full scan (\`$SCAN\`). A read-only \`Document.open\` (\`isReadOnly\`) now reads the same way; the path before = the bundle extracted (every entry checked), then opened. The floor = sqlite3 -readonly on the loose store (page cache dropped, like every case)."
 echo "- seconds: ours = the operation's own in-process time; peers = process wall time. Process wall (ours) = the whole process under /usr/bin/time (open: plus runtime start and close; save: plus the open and the change; metadata: $META_CALLS calls). Peak RSS is the whole process's."
 echo

@@ -13,6 +13,8 @@ import SystemPackage
 /// notes-app Notes.mdz add --bulk 10000 --hold 5      # keeps the document open (and locked) for 5 s
 /// notes-app Notes.mdz journal --rows 500 --autosave 0.05 --save-every 50
 ///                                                    # appends entries, autosaved as they come
+/// notes-app Notes.mdz journal --rows 200 --save-every 10 --echo
+///                                                    # says "committed N" after each entry's commit
 /// ```
 @main
 struct NotesApp: AsyncParsableCommand {
@@ -31,6 +33,7 @@ struct NotesApp: AsyncParsableCommand {
     @Option(help: "journal: entries to append, one transaction each.") var rows = 100
     @Option(help: "journal: autosave after this many seconds of quiet (0: no autosave).") var autosave = 0.0
     @Option(help: "journal: also save explicitly after every this many entries (0: never).") var saveEvery = 0
+    @Flag(help: "journal: say each entry once its transaction committed.") var echo = false
 
     func run() async throws {
         var options = Document.OpenOptions()
@@ -88,6 +91,7 @@ struct NotesApp: AsyncParsableCommand {
                     try db.execute(sql: "INSERT INTO entry(id, text, payload) VALUES (?, ?, ?)",
                                    arguments: [id, "entry \(id)", NotesApp.journalPayload(id)])
                 }
+                if echo { say("committed \(id)") }
                 if saveEvery > 0, id % saveEvery == 0 {
                     try await document.save()
                     say("saved \(id) \(document.lastSave.map { "\($0)" } ?? "")")

@@ -12,9 +12,19 @@ typedef struct md_bundle_file {
     void *store;
 } md_bundle_file;
 
+// A store file opened by the overlay VFS (a writable working copy over its bundle): SQLite's base structure, then
+// the Swift object that holds its pages (retained from xOpen to xClose).
+typedef struct md_overlay_file {
+    sqlite3_file base;
+    void *store;
+} md_overlay_file;
+
 // Extended result codes are macros Swift cannot import (`(SQLITE_IOERR | (1<<8))`).
 static const int md_sqlite_ioerr_read = SQLITE_IOERR_READ;
 static const int md_sqlite_ioerr_short_read = SQLITE_IOERR_SHORT_READ;
 static const int md_sqlite_ioerr_fstat = SQLITE_IOERR_FSTAT;
+static const int md_sqlite_ioerr_write = SQLITE_IOERR_WRITE;
+static const int md_sqlite_ioerr_fsync = SQLITE_IOERR_FSYNC;
+static const int md_sqlite_ioerr_truncate = SQLITE_IOERR_TRUNCATE;
 
 #endif

@@ -142,10 +142,13 @@ struct DocumentTrustTests {
                 let copy = perUser.appending(name)
                 guard (try? mode(of: copy.appending(".lock"))) != nil else { continue }
                 #expect(try mode(of: copy).permissions == 0o700, "\(copy)")
-                let store = copy.appending("content/StoreContent/persistentStore")
-                if FileManager.default.fileExists(atPath: store.string) {
-                    #expect(try mode(of: store).permissions & 0o077 == 0, "\(store)")
-                    stores.append(store)
+                // > The store extracted, or (served from the bundle) the overlay of pages written and its map.
+                for name in ["content/StoreContent/persistentStore", "overlay", "map"] {
+                    let store = copy.appending(name)
+                    if FileManager.default.fileExists(atPath: store.string) {
+                        #expect(try mode(of: store).permissions & 0o077 == 0, "\(store)")
+                        stores.append(store)
+                    }
                 }
             }
             #expect(stores.count >= 1)

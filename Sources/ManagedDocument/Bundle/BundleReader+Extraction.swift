@@ -52,12 +52,19 @@ extension BundleReader {
 
     /// ``extract(into:)`` with the files created at `permissions` (the umask applies too): a document's working
     /// copy is extracted at 0600.
+    ///
+    /// With `skippingStore`, every entry but the store: the store is neither read nor written (a writable document
+    /// serves it from the bundle, FORMAT.md 16.2, each segment checked as SQLite reads it).
     @discardableResult
     func extract(into directory: FilePath, permissions: FilePermissions,
-                 checkingSegments: Bool = false) throws -> ExtractedBundle {
+                 checkingSegments: Bool = false, skippingStore: Bool = false) throws -> ExtractedBundle {
         let created = try Self.prepareEmptyDirectory(directory)
         do {
-            try streamEntries(into: directory, permissions: permissions, checkingSegments: checkingSegments) { _ in true }
+            if skippingStore {
+                try streamEntries(into: directory, permissions: permissions, checkingStore: { _ in }) { _ in true }
+            } else {
+                try streamEntries(into: directory, permissions: permissions, checkingSegments: checkingSegments) { _ in true }
+            }
         } catch {
             if created {
                 try? FileSystem.removeTree(directory)  // Cleanup after a first error; the error is what counts.

@@ -183,14 +183,17 @@ public enum BundleWriter {
     ///   - reusing: the loan of the bundle at `target` made when this process last verified it (extracted every
     ///     entry of it, or wrote it): while the file there still holds it, the store's unchanged segments are copied
     ///     from it instead of being deflated again (``SegmentLoan``, ``SegmentReuse``, FORMAT.md 16.1).
+    ///   - overlay: the store an overlay composes (a writable document's working copy, FORMAT.md 16.2), read in
+    ///     place of `content.store` (which then only names it in errors); its facts must be given in `storeFacts`.
     static func stage(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
                       replacingExisting: Bool = false, options: WritingOptions, storeFacts: StoreFacts? = nil,
                       permissionsOf: FilePath? = nil, reusing: SegmentLoan? = nil, storeImage: StoreImage? = nil,
-                      hashingStoreWhole: Bool = false,
+                      overlay: OverlaySaveInput? = nil, hashingStoreWhole: Bool = false,
                       completingMetadata: (inout DocumentMetadata, EntryDigest) throws -> Void = { _, _ in })
     throws -> Staged {
         try options.validate(for: target)
-        let header = try storeImage.map { try StoreInspector.header(Array($0.bytes.prefix(100)), of: content.store) }
+        let header = try overlay.map { try StoreInspector.header($0.overlay.bytes(at: 0, count: 100), of: content.store) }
+            ?? storeImage.map { try StoreInspector.header(Array($0.bytes.prefix(100)), of: content.store) }
             ?? StoreInspector.header(of: content.store)
         if StoreInspector.isWAL(header: header) {
             throw DocumentError(.storeInWALMode, path: content.store,
@@ -225,9 +228,10 @@ public enum BundleWriter {
                                        forcesZIP64: options.forcesZIP64,
                                        compressionThreads: options.compressionThreads)
         let compress = options.deflateLevel > 0
-        let (storeDigest, segments, plan, report) = try addStore(content.store, compressed: compress, to: writer,
-                                                                 target: target, reusing: reusing, options: options,
-                                                                 image: storeImage, hashingWhole: hashingStoreWhole)
+        let (storeDigest, segments, plan, report) = try overlay.map {
+            try addOverlayStore($0, compressed: compress, to: writer, options: options)
+        } ?? addStore(content.store, compressed: compress, to: writer, target: target, reusing: reusing,
+                      options: options, image: storeImage, hashingWhole: hashingStoreWhole)
         var entries: [DocumentMetadata.Entry] = []
         for file in files {
             let (digest, _) = try addFile(file.source, named: file.name, compressed: compress, to: writer)
@@ -436,7 +440,7 @@ public enum BundleWriter {
 
     /// Adds an entry whose bytes `read` fills in, in order; with `segmentDigests`, also their segment digests, and
     /// with `hashingWhole` the SHA-256 of all of them.
-    private static func addEntry(named name: String, size: Int64, deflate: Bool, to writer: ArchiveWriter,
+    static func addEntry(named name: String, size: Int64, deflate: Bool, to writer: ArchiveWriter,
                                  segmentDigests: Int?, hashingWhole: Bool, reuse: ParallelDeflater.Reuse?,
                                  read: (UnsafeMutableRawBufferPointer) throws -> Int)
     throws -> (EntryDigest, DocumentMetadata.SegmentDigests?) {

@@ -21,6 +21,12 @@ struct SegmentLoan: Equatable, Sendable {
         identity = after
     }
 
+    /// The loan of the bundle a writable working copy's overlay lies over (FORMAT.md 16.2), with the identity its
+    /// reader took when it opened it: what a save copies unread keeps the digests and CRC-32s that bundle records.
+    init(base identity: FileIdentity) {
+        self.identity = identity
+    }
+
     /// The loan of the bundle the writer just put in place, with the identity taken after the rename.
     init?(written identity: FileIdentity?) {
         guard let identity else { return nil }

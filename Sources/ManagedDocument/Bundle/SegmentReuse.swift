@@ -64,7 +64,7 @@ final class SegmentReuse {
 
     /// What the hashing thread publishes, segment by segment, and what it ends with; ``reusedCRC(_:)`` waits for
     /// a segment's decision, ``finish()`` for the end.
-    private struct Hashing {
+    struct Hashing {
         /// Per restart segment decided so far: its CRC-32, and whether it is reused.
         var decided: [(crc32: UInt32, reused: Bool)] = []
         var digests: DocumentMetadata.SegmentDigests?
@@ -80,7 +80,7 @@ final class SegmentReuse {
         case full(String)
     }
 
-    private init(previous: BundleReader, loan: SegmentLoan, entry: BundleEntry, restarts: DeflateRestarts,
+    init(previous: BundleReader, loan: SegmentLoan, entry: BundleEntry, restarts: DeflateRestarts,
                  restartInterval: Int64, size: Int64, hashing: WaitableState<Hashing>) {
         self.previous = previous
         self.loan = loan
@@ -275,20 +275,8 @@ final class SegmentReuse {
             let holdsAnEnd = segments.contains(reused.count - 1) || segments.contains(self.restarts.offsets.count - 1)
             if !holdsAnEnd && segments.allSatisfy({ reused[$0] }) {
                 for index in segments {
-                    let new = range(index), old = previousRange(index)
-                    guard new.count == old.count else { throw damaged("reused segment \(index) was not copied whole") }
-                    var offset: Int64 = 0
-                    while offset < Int64(new.count) {
-                        let wanted = Int(min(Int64(compared.count), Int64(new.count) - offset))
-                        let a = UnsafeMutableRawBufferPointer(rebasing: buffer[..<wanted])
-                        let b = UnsafeMutableRawBufferPointer(rebasing: compared[..<wanted])
-                        guard try FileSystem.read(written.descriptor, at: new.lowerBound + offset, into: a, path: path) == wanted,
-                              try FileSystem.read(previous.descriptor, at: old.lowerBound + offset, into: b,
-                                                  path: previous.path) == wanted,
-                              memcmp(a.baseAddress!, b.baseAddress!, wanted) == 0 else {
-                            throw damaged("reused segment \(index) differs from the replaced bundle's")
-                        }
-                        offset += Int64(wanted)
+                    guard try isCopied(index, at: range(index), in: written, using: compared) else {
+                        throw damaged("reused segment \(index) differs from the replaced bundle's, or was not copied whole")
                     }
                 }
                 continue
@@ -315,13 +303,39 @@ final class SegmentReuse {
                 guard case .success(let produced) = result, produced == length else {
                     throw damaged("segment \(index) does not inflate to its \(length) bytes")
                 }
-                hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: output![..<produced]))
+                let bytes = UnsafeRawBufferPointer(rebasing: output![..<produced])
+                var crc = CRC32()
+                crc.update(bytes)
+                guard restarts.recordedCRC(ofSegment: index) == crc.value else {
+                    throw damaged("segment \(index) does not match the CRC-32 its restart index records")
+                }
+                hasher.update(bufferPointer: bytes)
             }
             guard hasher.finalize().hexString == expected[digest] else {
                 throw damaged("segment digest \(digest) does not match the working copy")
             }
         }
         try checkPreviousUnchanged()
+    }
+
+    /// Whether restart segment `index`, written at `new` in `written`, holds the replaced bundle's compressed bytes
+    /// of that segment, byte for byte (`compared` is scratch space as large as the copy buffer).
+    private func isCopied(_ index: Int, at new: Range<Int64>, in written: BundleReader,
+                          using compared: UnsafeMutableRawBufferPointer) throws -> Bool {
+        let old = previousRange(index)
+        guard new.count == old.count else { return false }
+        var offset: Int64 = 0
+        while offset < Int64(new.count) {
+            let wanted = Int(min(Int64(compared.count), Int64(new.count) - offset))
+            let a = UnsafeMutableRawBufferPointer(rebasing: buffer[..<wanted])
+            let b = UnsafeMutableRawBufferPointer(rebasing: compared[..<wanted])
+            guard try FileSystem.read(written.descriptor, at: new.lowerBound + offset, into: a, path: written.path) == wanted,
+                  try FileSystem.read(previous.descriptor, at: old.lowerBound + offset, into: b,
+                                      path: previous.path) == wanted,
+                  memcmp(a.baseAddress!, b.baseAddress!, wanted) == 0 else { return false }
+            offset += Int64(wanted)
+        }
+        return true
     }
 
     /// Refuses to go on when the replaced bundle is no longer the file this process verified (changed in place while

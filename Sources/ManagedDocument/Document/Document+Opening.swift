@@ -9,9 +9,10 @@ extension Document {
     /// In order: the writer lock is taken (not for read-only opens); when the bundle is missing, a legacy store is
     /// looked for in ``OpenOptions/legacyStoreLocations``, then beside the bundle with the same stem (a store file
     /// found by content, or a UIManagedDocument package), and converted with ``OpenOptions/conversion``; otherwise
-    /// a new document is created when ``OpenOptions/createIfMissing`` is set. The bundle is then checked and
-    /// extracted into a working copy, and pending migrations run (each in its own transaction); when any ran, the
-    /// document is saved once, after all of them succeeded. The function returns when the document is open.
+    /// a new document is created when ``OpenOptions/createIfMissing`` is set. The bundle is then checked and a
+    /// working copy made (the store served from the bundle through an overlay when it allows, extracted otherwise),
+    /// and pending migrations run (each in its own transaction); when any ran, the document is saved once, after all
+    /// of them succeeded. The function returns when the document is open.
     ///
     /// - Returns: the open document.
     /// A bundle reached through a symbolic link is opened where the link points: saves replace that file, never the
@@ -24,7 +25,8 @@ extension Document {
     ///   ``DocumentError/Code/modelMismatch`` and ``DocumentError/Code/documentTypeMismatch`` (for writing),
     ///   ``DocumentError/Code/cannotCreate`` when the working copies' folder is not a private folder of this user,
     ///   ``DocumentError/Code/migrationFailed`` (the bundle is untouched), ``DocumentError/Code/legacyConversionFailed``,
-    ///   and any reader code when the bundle is damaged.
+    ///   ``DocumentError/Code/metadataMismatch`` when ``RecoveryPolicy/recover`` finds unsaved changes made over
+    ///   another bundle than the one there now (nothing is removed), and any reader code when the bundle is damaged.
     public static func open(at path: FilePath, options: OpenOptions = OpenOptions()) async throws -> Document {
         try options.validate(for: path)
         let root = WorkingCopy.root(options.workingDirectory)
@@ -179,47 +181,39 @@ extension Document {
         // > A save killed mid-write left its aside file: nobody holds its lock, and we hold the document's.
         try? AtomicFile.removeStaleTemporaries(for: path)  // housekeeping; never fails an open
         let copy = WorkingCopy.location(for: path, root: root)
-
+        let route = options.servesStoreInPlaceForWriting ? StoreRoute(reader)
+            : .extract(reason: "serving the store in place is turned off for writing")
         // A working copy already there belongs to a process that died holding this document (we hold its lock).
-        var recovered = false
-        if FileSystem.isDirectory(copy.directory) {
-            if options.recovery == .recover, let base = copy.readBase(), base.storeDigest == reader.metadata.store.contentDigest,
-               FileSystem.isRegularFile(copy.store) {
-                recovered = true
-            } else {
-                try FileSystem.removeTree(copy.directory)
-            }
-        }
-        if !recovered {
+        let leftover = try examineWorkingCopy(copy, reader: reader, route: route, options: options, path: path)
+        if leftover == .none {
             try FileSystem.createDirectory(copy.directory, mode: 0o700)
         }
         let copyLock = try lockWorkingCopy(copy)
-        var loan: SegmentLoan?
         var queue: DatabaseQueue?
         let document: Document
         var needsSave = false
         do {
-            if !recovered {
-                loan = try reader.extractVerifying(into: copy.content, forReuse: options.savesIncrementally).1
-                try copy.writeBase(WorkingCopy.Base(bundle: path.string, storeDigest: reader.metadata.store.contentDigest))
-            }
-            let opened = try openQueue(copy.store, readOnly: false)
-            queue = opened
+            let store = try openWorkingStore(copy, reader: reader, route: route, leftover: leftover, options: options)
+            queue = store.queue
             var metadata = reader.metadata
             var applied: [String] = []
             if let migrator = options.migrations {
-                let outcome = try migrate(opened, model: &metadata.model, with: migrator, bundle: path)
+                let outcome = try migrate(store.queue, model: &metadata.model, with: migrator, bundle: path)
                 (applied, needsSave) = (outcome.applied, outcome.changedDocument)
             }
             document = try Document(path: path, isReadOnly: false, editingDisabled: false,
-                                    metadata: metadata, queue: opened, documentLock: documentLock,
+                                    metadata: metadata, queue: store.queue, documentLock: documentLock,
                                     workingCopy: copy, workingCopyLock: copyLock, options: options,
                                     conversionReport: report, appliedMigrations: applied,
-                                    hasUnsavedChanges: recovered, segmentLoan: loan)
+                                    hasUnsavedChanges: store.hasChanges, segmentLoan: store.loan,
+                                    overlay: store.overlay)
         } catch {
-            // > No document was made: the connection, the folder and the lock are still this function's.
+            // > No document was made: the connection, the folder and the lock are still this function's. A folder
+            // > kept for recovery stays: its changes are in no bundle.
             try? queue?.close()  // Squash close error: the working copy is removed next.
-            try? FileSystem.removeTree(copy.directory)  // Cleanup after a first error: the bundle is untouched.
+            if leftover == .none {
+                try? FileSystem.removeTree(copy.directory)  // Cleanup after a first error: the bundle is untouched.
+            }
             try? copyLock.close()  // Squash close error: the folder is gone.
             throw error
         }
@@ -233,6 +227,26 @@ extension Document {
         }
         document.startAutosave()
         return document
+    }
+
+    /// The working copy's store, opened for writing: through an overlay over the bundle when `route` serves it in
+    /// place (nothing of the store extracted, FORMAT.md 16.2), extracted whole otherwise (or when an extracted copy
+    /// is recovered); recovered or made afresh as `leftover` says.
+    private static func openWorkingStore(_ copy: WorkingCopy, reader: BundleReader, route: StoreRoute,
+                                         leftover: Leftover, options: OpenOptions)
+    throws -> (queue: DatabaseQueue, hasChanges: Bool, loan: SegmentLoan?,
+               overlay: (registration: OverlayStore.Registration, base: BundleReader)?) {
+        if leftover != .extracted, case .inPlace(let plan) = route {
+            let opened = try openOverlay(copy, reader: reader, plan: plan, recovering: leftover == .overlay)
+            options.logger.debug("\(reader.path): the store is served from the bundle, changes kept in an overlay")
+            return (opened.queue, opened.hasChanges, nil, (opened.registration, reader))
+        }
+        var loan: SegmentLoan?
+        if leftover == .none {
+            loan = try reader.extractVerifying(into: copy.content, forReuse: options.savesIncrementally).1
+            try copy.writeBase(WorkingCopy.Base(bundle: reader.path.string, storeDigest: reader.metadata.store.contentDigest))
+        }
+        return (try openQueue(copy.store, readOnly: false), leftover == .extracted, loan, nil)
     }
 
     /// Makes the missing bundle at `path`: converted from a legacy store found for it, or new and empty when

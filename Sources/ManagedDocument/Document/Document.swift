@@ -25,9 +25,10 @@ import SystemPackage
 ///
 /// The bundle on disk only ever changes in ``save()``, which packs the working copy with the write-aside-then-
 /// rename protocol: a crash at any moment leaves the previous bundle or the new one, never a mix. Opening for
-/// writing takes a lock (see ``OpenOptions/lockTimeout``); read-only opens take none and read the bundle they opened
-/// (its store served page by page from the bundle, nothing extracted, when the bundle allows), so they never block
-/// the writer and never change the bundle.
+/// writing takes a lock (see ``OpenOptions/lockTimeout``) and, when the bundle allows, extracts nothing of the store:
+/// SQLite reads its pages from the bundle and writes changed pages into the working copy. Read-only opens take no
+/// lock and read the bundle they opened (served page by page the same way), so they never block the writer and
+/// never change the bundle.
 ///
 /// ## Topics
 /// - ``open(at:options:)``
@@ -55,7 +56,11 @@ public final class Document: Sendable {
     public enum RecoveryPolicy: Sendable {
         /// Throw it away and start from the bundle (default).
         case discard
-        /// Keep its unsaved changes when it was made from the bundle as it is now; discard it otherwise.
+        /// Keep its unsaved changes when it was made from the bundle as it is now; discard it when those changes are
+        /// in the bundle already (saved just before the process died) or it was extracted from another bundle. A
+        /// working copy served from the bundle whose changes were made over another bundle than the one there now
+        /// (another program replaced the document) is refused with ``DocumentError/Code/metadataMismatch``, and
+        /// nothing is removed: open with ``discard`` to drop those changes.
         case recover
     }
 
@@ -110,6 +115,9 @@ public final class Document: Sendable {
         /// document of another model (``DocumentError/Code/modelMismatch``) or of a newer version of this one
         /// (``DocumentError/Code/newerModel``) is refused.
         public var migrations: DocumentMigrator?
+        /// Whether a writable open serves the store from the bundle through an overlay when the bundle allows it
+        /// (FORMAT.md 16.2), instead of extracting it. On by default; off, every writable open extracts the store.
+        var servesStoreInPlaceForWriting = true
         /// Logging.
         public var logger = Logger(label: "ManagedDocument.document", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -150,7 +158,7 @@ public final class Document: Sendable {
     public let appliedMigrations: [String]
 
     /// What changes while the document is open, behind one lock.
-    private struct Guarded {
+    struct Guarded {
         var state: State
         var metadata: DocumentMetadata
         var queue: DatabaseQueue?
@@ -167,6 +175,12 @@ public final class Document: Sendable {
         /// The working copy's store, read only for its file change counter (never through SQLite); closed by
         /// `close()`.
         var storeHeader: FileDescriptor?
+        /// For a writable document whose store is served from the bundle (FORMAT.md 16.2): the store SQLite sees,
+        /// base and overlay composed, and the reader of the bundle its base is; `nil` once closed.
+        var overlay: OverlayStore?
+        var overlayBase: BundleReader?
+        /// The registration of the overlay SQLite opened; released by `close()`, with the overlay's files.
+        var overlayRegistration: OverlayStore.Registration?
         /// The loan of the bundle file made when this open last verified all of it (extracted it, or wrote it): a
         /// save reuses its unchanged segments while the file at ``path`` still holds it.
         var segmentLoan: SegmentLoan?
@@ -180,19 +194,20 @@ public final class Document: Sendable {
         var autosave: Task<Void, Never>?
     }
 
-    private let guarded: Mutex<Guarded>
+    let guarded: Mutex<Guarded>
     private let documentLock: DocumentLock?
     /// For a read-only document whose store SQLite reads straight from the bundle (no working copy of the store):
     /// the registration of the VFS file it reads, which ``revert()`` points at the bundle as it is now. Kept as long
     /// as the document, and with it the bundle's descriptor; released with the document.
     private let inPlace: StoreSlot.Registration?
     let workingCopy: WorkingCopy
-    private let options: OpenOptions
+    let options: OpenOptions
 
     init(path: FilePath, isReadOnly: Bool, editingDisabled: Bool, metadata: DocumentMetadata, queue: DatabaseQueue,
          documentLock: DocumentLock?, workingCopy: WorkingCopy, workingCopyLock: FileDescriptor, options: OpenOptions,
          conversionReport: ConversionReport?, appliedMigrations: [String], hasUnsavedChanges: Bool,
-         segmentLoan: SegmentLoan? = nil, inPlace: StoreSlot.Registration? = nil) throws {
+         segmentLoan: SegmentLoan? = nil, inPlace: StoreSlot.Registration? = nil,
+         overlay: (registration: OverlayStore.Registration, base: BundleReader)? = nil) throws {
         self.path = path
         self.isReadOnly = isReadOnly
         self.documentLock = documentLock
@@ -201,11 +216,16 @@ public final class Document: Sendable {
         self.conversionReport = conversionReport
         self.appliedMigrations = appliedMigrations
         self.inPlace = inPlace
-        // > A store read in place has no working copy: its document is read-only, and never edited.
-        let header = inPlace == nil ? try FileSystem.openForReading(workingCopy.store) : nil
+        // > A store read in place has no working copy: its document is read-only, and never edited. One served
+        // > through an overlay has no file of its own: its counter is read through the overlay.
+        let header = inPlace == nil && overlay == nil ? try FileSystem.openForReading(workingCopy.store) : nil
         let counter: UInt32?
         do {
-            counter = try hasUnsavedChanges ? nil : header.map { try Self.changeCounter($0, path: workingCopy.store) }
+            if let store = overlay?.registration.store {
+                counter = try hasUnsavedChanges ? nil : Self.changeCounter(store)
+            } else {
+                counter = try hasUnsavedChanges ? nil : header.map { try Self.changeCounter($0, path: workingCopy.store) }
+            }
         } catch {
             try? header?.close()  // Squash close error: the first error is what counts.
             throw error
@@ -213,7 +233,9 @@ public final class Document: Sendable {
         self.guarded = Mutex(Guarded(
             state: editingDisabled ? .editingDisabled : (hasUnsavedChanges ? .hasUnsavedChanges : .normal),
             metadata: metadata, queue: queue, savedChangeCounter: counter, workingCopyLock: workingCopyLock,
-            storeHeader: header, segmentLoan: segmentLoan))
+            storeHeader: header, overlay: overlay?.registration.store, overlayBase: overlay?.base,
+            overlayRegistration: overlay?.registration,
+            segmentLoan: segmentLoan))
         let observer = ChangeObserver()  // GRDB keeps it for the connection's life
         observer.document = self
         queue.inDatabase { db in db.add(transactionObserver: observer, extent: .databaseLifetime) }
@@ -304,7 +326,7 @@ public final class Document: Sendable {
         return queue
     }
 
-    private func closedError() -> DocumentError {
+    func closedError() -> DocumentError {
         DocumentError(.closed, path: path, reason: "the document is closed; open it again to use it")
     }
 
@@ -332,7 +354,7 @@ public final class Document: Sendable {
         guarded.withLock { $0.isSaving = true }
         defer { guarded.withLock { $0.isSaving = false } }
         do {
-            try await queue.barrierWriteWithoutTransaction { _ in try self.saveHoldingWriters() }
+            try await queue.barrierWriteWithoutTransaction { db in try self.saveHoldingWriters(db) }
         } catch let error as DatabaseError where guarded.withLock({ $0.state == .closed }) {
             throw DocumentError(.closed, path: path, reason: "the document was closed before the save could run",
                                 underlyingError: error)
@@ -341,12 +363,13 @@ public final class Document: Sendable {
 
     /// Saves; runs in a barrier of the queue, so every write accepted before it is in what it saves and no commit
     /// falls between the save and its mark.
-    private func saveHoldingWriters() throws {
-        let (metadata, state) = guarded.withLock { ($0.metadata, $0.state) }
+    private func saveHoldingWriters(_ db: Database) throws {
+        let (metadata, state, overlay) = guarded.withLock { ($0.metadata, $0.state, $0.overlay) }
         guard state != .closed else { throw closedError() }
         guard state != .editingDisabled else {
             throw DocumentError(.readOnly, path: path, reason: "is open read-only; it cannot be saved")
         }
+        if let overlay { return try saveOverlay(overlay, metadata: metadata, db) }
         do {
             let content = BundleContent(
                 store: workingCopy.store,
@@ -399,6 +422,9 @@ public final class Document: Sendable {
             try await reload(inPlace.slot, from: reader, queue: queue)
             return
         }
+        if let overlay = guarded.withLock({ $0.overlay }) {
+            return try await revertOverlay(overlay, to: reader, queue: queue)
+        }
         let scratch = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "revert-")
         defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the revert's outcome is what counts.
         let (extracted, loan) = try reader.extractVerifying(into: scratch.appending("content"),
@@ -446,7 +472,7 @@ public final class Document: Sendable {
     }
 
     /// The identity of the file at `path` now (`nil` when it cannot be opened).
-    private static func identity(of path: FilePath) -> FileIdentity? {
+    static func identity(of path: FilePath) -> FileIdentity? {
         guard let descriptor = try? FileSystem.openForReading(path) else { return nil }
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
         return FileIdentity(descriptor)
@@ -489,7 +515,7 @@ public final class Document: Sendable {
     }
 
     /// Puts the bundle's external data and additional content in place of the working copy's.
-    private func replaceFolders(from extracted: ExtractedBundle) throws {
+    func replaceFolders(from extracted: ExtractedBundle) throws {
         for (current, restored) in [(workingCopy.externalData, extracted.externalData),
                                     (workingCopy.additionalContent, extracted.additionalContent)] {
             if FileSystem.isDirectory(current) { try FileSystem.removeTree(current) }
@@ -523,7 +549,7 @@ public final class Document: Sendable {
         do {
             // > Behind every write queued before it: their commits are in the working copy when this runs.
             try await queue.barrierWriteWithoutTransaction { db in
-                if savingChanges, !self.isReadOnly, self.hasUnsavedChanges { try self.saveHoldingWriters() }
+                if savingChanges, !self.isReadOnly, self.hasUnsavedChanges { try self.saveHoldingWriters(db) }
                 // > Writes queued behind this barrier on a writer the app kept fail instead of being lost.
                 if !self.isReadOnly { try db.execute(sql: "PRAGMA query_only = ON") }
                 self.guarded.withLock {
@@ -541,6 +567,9 @@ public final class Document: Sendable {
             defer {
                 guarded.workingCopyLock = nil
                 guarded.storeHeader = nil
+                guarded.overlay = nil
+                guarded.overlayBase = nil
+                guarded.overlayRegistration = nil
             }
             return (guarded.workingCopyLock, guarded.storeHeader)
         }
@@ -592,7 +621,7 @@ public final class Document: Sendable {
 
     /// Tells the observers of ``stateChanges`` about a new state; nothing once the document is closed (``close``
     /// says ``State/closed`` last).
-    private func publish(_ state: State) {
+    func publish(_ state: State) {
         let continuations = guarded.withLock { $0.state == .closed ? [] : Array($0.continuations.values) }
         for continuation in continuations { continuation.yield(state) }
     }
@@ -616,8 +645,9 @@ public final class Document: Sendable {
 
     /// The working copy's change counter now (the descriptor is read under the lock, so `close()` cannot close it
     /// in between).
-    private func currentChangeCounter() throws -> UInt32 {
+    func currentChangeCounter() throws -> UInt32 {
         try guarded.withLock { guarded in
+            if let overlay = guarded.overlay { return try Self.changeCounter(overlay) }
             guard let storeHeader = guarded.storeHeader else { throw closedError() }
             return try Self.changeCounter(storeHeader, path: workingCopy.store)
         }

@@ -398,6 +398,13 @@ struct FileIdentity: Equatable, Sendable {
         self = status.identity
     }
 
+    /// The identity of the file at `path` now (a symbolic link followed); `nil` when it cannot be opened.
+    init?(at path: FilePath) {
+        guard let descriptor = try? FileSystem.openForReading(path) else { return nil }
+        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+        self.init(descriptor)
+    }
+
     /// The identity a file status describes.
     fileprivate init(_ info: stat) {
         device = UInt64(info.st_dev)

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import LegacySamples
+import Synchronization
 import SystemPackage
 import TestSupport
 import Testing
@@ -212,6 +213,14 @@ struct DocumentTests {
 }
 
 extension Document {
-    /// The working copy's store, for tests that compare it with the bundle.
-    var workingCopyStoreForTests: FilePath { workingCopy.store }
+    /// The working copy's store, for tests that compare it with the bundle: the extracted store, or the store an
+    /// overlay composes written out beside it (a writable document served from its bundle has no store file).
+    var workingCopyStoreForTests: FilePath {
+        get throws {
+            guard let overlay = guarded.withLock({ $0.overlay }) else { return workingCopy.store }
+            let composed = workingCopy.directory.appending("composed-for-tests")
+            try Fixtures.write(try overlay.bytes(at: 0, count: Int(overlay.logicalSize)), to: composed)
+            return composed
+        }
+    }
 }

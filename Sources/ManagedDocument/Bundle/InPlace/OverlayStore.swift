@@ -1,0 +1,614 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CSQLite
+import GRDBSQLite  // sqlite3.h's types are attributed to the first module that includes it: GRDB's
+import Synchronization
+import SystemPackage
+
+/// A writable store made of a base (a bundle's store, read through any ``StoreSource``) and a private overlay: the
+/// working copy of FORMAT.md 16.2, opened by SQLite through ``OverlayVFS``.
+///
+/// The working folder holds `overlay`, a sparse file with every page written since the base was taken at its offset
+/// in the store, and `map` (``OverlayMap``), which says which pages `overlay` holds and the store's logical size.
+/// SQLite sees the store as:
+///
+/// - a page `overlay` holds: read from `overlay`;
+/// - any other byte below the logical size and below the base limit (the lowest logical size since the base was
+///   taken): read from the base;
+/// - anything else: zeros.
+///
+/// Pages are counted in blocks of the map's page size; a write that does not cover whole blocks composes the rest
+/// of a block it makes present from what SQLite would read there, so any write is correct. At SQLite's `xSync`,
+/// `overlay` is flushed, then one record appended to `map` and flushed: `map` never names a page whose bytes are
+/// not durable, and SQLite's rollback journal (`overlay-journal`, beside them) does the rest.
+///
+/// One connection uses it at a time: a second `xOpen` while SQLite holds it open fails (`SQLITE_CANTOPEN`).
+/// Every access takes one lock, so a reader on another thread (a save) never sees a write half done.
+final class OverlayStore: StoreSource {
+    /// The working folder.
+    let folder: FilePath
+    /// The size of the blocks pages are counted in (the map's page size).
+    let pageSize: Int
+    private let state: Mutex<State>
+    private let firstFailure = FirstFailure()
+
+    /// The overlay's file, named in the folder; SQLite's journal is named after it (`overlay-journal`).
+    static let overlayName = "overlay"
+    /// The page map's file, named in the folder.
+    static let mapName = "map"
+
+    /// Everything the lock guards.
+    private struct State {
+        var base: any StoreSource
+        var overlay: FileDescriptor
+        var map: FileDescriptor
+        /// Where the next record is appended.
+        var mapLength: Int64
+        /// The sequence number of the last record.
+        var sequence: UInt64
+        /// The blocks `overlay` holds (those recorded, and those written since).
+        var present: Set<Int64>
+        /// The blocks made present since the last record.
+        var pending: Set<Int64>
+        var logicalSize: Int64
+        /// The base is seen below this offset only (FORMAT.md 16.2; ``OverlayMap``).
+        var baseLimit: Int64
+        /// The sizes the last record (or the header) says.
+        var recordedSize: Int64
+        var recordedLimit: Int64
+        /// Whether `overlay` was written or cut since it was last flushed.
+        var isOverlayDirty = false
+        /// Whether SQLite holds the store open.
+        var isAttached = false
+        /// Why nothing more is written: a reset failed once the new map was in place, so the files no longer
+        /// describe the state in memory. Reads go on; writes fail until the working copy is opened again.
+        var isBroken: DocumentError?
+        /// Called in `xSync` once `overlay` is flushed, before the record is appended (tests only).
+        var afterOverlaySync: (@Sendable () -> Void)?
+    }
+
+    /// A store over the state ``open(folder:base:expectedIdentity:expectedDigest:)`` recovered.
+    private init(folder: FilePath, pageSize: Int, state: State) {
+        self.folder = folder
+        self.pageSize = pageSize
+        self.state = Mutex(state)
+    }
+
+    deinit {
+        state.withLock { state in
+            try? state.overlay.close()  // Squash close errors: every write that counts was flushed by xSync.
+            try? state.map.close()
+        }
+    }
+
+    /// The overlay file's path.
+    var overlayPath: FilePath { folder.appending(Self.overlayName) }
+    /// The map file's path.
+    var mapPath: FilePath { folder.appending(Self.mapName) }
+}
+
+// MARK: - Creating and opening
+
+extension OverlayStore {
+    /// Makes an empty overlay and map over `base` in `folder` (written aside, flushed and renamed into place), and
+    /// opens them.
+    ///
+    /// - Parameters:
+    ///   - pageSize: the store's page size: the blocks the map counts (a power of two, 512 to 65536).
+    ///   - baseIdentity: the base bundle's identity, for recovery to check.
+    ///   - baseDigest: the base's store digest.
+    /// - Precondition: `pageSize` is a power of two from 512 to 65536.
+    /// - Throws: ``DocumentError/Code/alreadyExists`` when the folder holds a map already; I/O errors.
+    static func create(folder: FilePath, base: any StoreSource, pageSize: Int, baseIdentity: OverlayMap.BaseIdentity,
+                       baseDigest: String) throws -> OverlayStore {
+        precondition(pageSize >= 512 && pageSize <= 65_536 && pageSize & (pageSize - 1) == 0,
+                     "a page size is a power of two from 512 to 65536")
+        let mapPath = folder.appending(mapName)
+        guard try !FileSystem.exists(mapPath) else {
+            throw DocumentError(.alreadyExists, path: mapPath, reason: "the working copy has a page map already")
+        }
+        let header = OverlayMap.Header(pageSize: pageSize, baseIdentity: baseIdentity, baseDigest: baseDigest,
+                                       baseSize: base.size)
+        var isMapReplaced = false
+        let files = try replaceFiles(in: folder, header: header, isMapReplaced: &isMapReplaced)
+        try? files.overlay.close()  // Squash close errors: both were flushed; open reads them again.
+        try? files.map.close()
+        return try open(folder: folder, base: base, expectedIdentity: baseIdentity, expectedDigest: baseDigest)
+    }
+
+    /// Opens the overlay and map in `folder` over `base`, as the last acknowledged `xSync` left them: the map is
+    /// read up to its last good record and cut back there, and `overlay` cut to the logical size (what lies beyond
+    /// was never committed). SQLite rolls a hot journal back when it opens the store.
+    ///
+    /// - Throws: ``DocumentError/Code/metadataMismatch`` when the map's header names another base (identity,
+    ///   digest or store size) than the one given; nothing is changed or removed then.
+    ///   ``DocumentError/Code/notFound`` when there is no map; ``DocumentError/Code/storeCorrupt`` when its header is
+    ///   damaged, or `overlay` is missing while the map names pages.
+    static func open(folder: FilePath, base: any StoreSource, expectedIdentity: OverlayMap.BaseIdentity,
+                     expectedDigest: String) throws -> OverlayStore {
+        let mapPath = folder.appending(mapName)
+        let map = try openFile(mapPath, creating: false)
+        do {
+            let bytes = try FileSystem.read(map, at: 0, count: Int(fileSize(map, path: mapPath)), path: mapPath)
+            let parsed = try OverlayMap(parsing: bytes, path: mapPath)
+            try check(parsed.header, base: base, identity: expectedIdentity, digest: expectedDigest, path: mapPath)
+            if parsed.length < bytes.count {
+                // > The records after the last good one were never acknowledged: cut them off.
+                try resize(map, to: Int64(parsed.length), path: mapPath)
+                try FileSystem.sync(map, path: mapPath)
+            }
+            let state = try recover(parsed, base: base, map: map, folder: folder)
+            return OverlayStore(folder: folder, pageSize: parsed.header.pageSize, state: state)
+        } catch {
+            try? map.close()  // Squash close error and throw the first one.
+            throw error
+        }
+    }
+
+    /// Refuses a header that names another base than `base`.
+    private static func check(_ header: OverlayMap.Header, base: any StoreSource, identity: OverlayMap.BaseIdentity,
+                              digest: String, path: FilePath) throws {
+        guard header.baseIdentity == identity, header.baseDigest == digest, header.baseSize == base.size else {
+            throw DocumentError(.metadataMismatch, path: path,
+                                reason: "the working copy's changes were made over another version of the document "
+                                    + "(its page map names another base); nothing was changed")
+        }
+    }
+
+    /// The state the map's records describe, with `overlay` opened and cut to the logical size.
+    private static func recover(_ parsed: OverlayMap, base: any StoreSource, map: FileDescriptor,
+                                folder: FilePath) throws -> State {
+        var present = Set<Int64>()
+        for record in parsed.records { present.formUnion(record.pages) }
+        let size = parsed.records.last?.logicalSize ?? parsed.header.baseSize
+        let limit = parsed.records.last?.baseLimit ?? parsed.header.baseSize
+        let overlayPath = folder.appending(overlayName)
+        let hasOverlay = try FileSystem.exists(overlayPath)
+        guard parsed.records.isEmpty || hasOverlay else {
+            throw DocumentError(.storeCorrupt, path: overlayPath,
+                                reason: "the working copy's overlay is missing while its page map names pages")
+        }
+        let overlay = try openFile(overlayPath, creating: true)
+        do {
+            if try fileSize(overlay, path: overlayPath) > size {
+                try resize(overlay, to: size, path: overlayPath)
+                try dataSync(overlay, path: overlayPath)
+            }
+        } catch {
+            try? overlay.close()  // Squash close error and throw the first one.
+            throw error
+        }
+        return State(base: base, overlay: overlay, map: map, mapLength: Int64(parsed.length),
+                     sequence: parsed.records.last?.sequence ?? 0, present: present, pending: [], logicalSize: size,
+                     baseLimit: limit, recordedSize: size, recordedLimit: limit)
+    }
+
+    /// Writes an empty overlay and a map of `header` alone aside, flushes them, and renames them into place: the
+    /// map first (from then on, it names no page: whatever `overlay` holds is unseen), then the overlay; then
+    /// flushes the folder. Returns the new files, open; `isMapReplaced` says, when it throws, whether the new map was
+    /// renamed into place already.
+    private static func replaceFiles(in folder: FilePath, header: OverlayMap.Header, isMapReplaced: inout Bool) throws
+        -> (overlay: FileDescriptor, map: FileDescriptor, mapLength: Int64) {
+        let suffix = FileSystem.randomSuffix()
+        let overlayAside = folder.appending(".\(overlayName).\(suffix).partial")
+        let mapAside = folder.appending(".\(mapName).\(suffix).partial")
+        let overlay = try openFile(overlayAside, creating: true)
+        do {
+            let map = try openFile(mapAside, creating: true)
+            do {
+                let bytes = OverlayMap.encode(header)
+                try bytes.withUnsafeBytes { try FileSystem.writeAll(map, $0, path: mapAside) }
+                try FileSystem.sync(map, path: mapAside)
+                try FileSystem.sync(overlay, path: overlayAside)
+                try FileSystem.rename(mapAside, to: folder.appending(mapName))
+                isMapReplaced = true
+                try FileSystem.rename(overlayAside, to: folder.appending(overlayName))
+                try FileSystem.syncDirectory(folder)
+                return (overlay, map, Int64(bytes.count))
+            } catch {
+                try? map.close()  // Squash close error and throw the first one.
+                try? FileSystem.removeFile(mapAside)
+                throw error
+            }
+        } catch {
+            try? overlay.close()  // Squash close error and throw the first one.
+            try? FileSystem.removeFile(overlayAside)
+            throw error
+        }
+    }
+
+    /// Switches to `newBase` and empties the overlay: new empty files are made aside and renamed into place, then
+    /// the state switched, all under the lock, so a read sees the old store or the new one, never a mix.
+    ///
+    /// Call it between transactions, once `newBase` holds what SQLite sees now (a save's new bundle): SQLite's cache
+    /// stays valid, since every page reads the same.
+    ///
+    /// - Throws: I/O errors. The overlay and base are then unchanged, unless the new map was in place already: it
+    ///   names the new base with no page (what recovery reads then is the new base alone), and every later write
+    ///   fails until the working copy is opened again.
+    func reset(newBase: any StoreSource, identity: OverlayMap.BaseIdentity, digest: String) throws {
+        let header = OverlayMap.Header(pageSize: pageSize, baseIdentity: identity, baseDigest: digest,
+                                       baseSize: newBase.size)
+        try state.withLock { state in
+            var isMapReplaced = false
+            let files: (overlay: FileDescriptor, map: FileDescriptor, mapLength: Int64)
+            do {
+                files = try Self.replaceFiles(in: folder, header: header, isMapReplaced: &isMapReplaced)
+            } catch let error as DocumentError {
+                if isMapReplaced { state.isBroken = error }
+                throw error
+            }
+            try? state.overlay.close()  // Squash close errors: the old files are replaced.
+            try? state.map.close()
+            state.base = newBase
+            state.overlay = files.overlay
+            state.map = files.map
+            state.mapLength = files.mapLength
+            state.sequence = 0
+            state.present = []
+            state.pending = []
+            state.logicalSize = newBase.size
+            state.baseLimit = newBase.size
+            state.recordedSize = newBase.size
+            state.recordedLimit = newBase.size
+            state.isOverlayDirty = false
+        }
+    }
+}
+
+// MARK: - Saves and recovery
+
+extension OverlayStore {
+    /// Appends a pending-base record naming `digest`, the store digest of the bundle a save is about to rename into
+    /// place, and flushes it (FORMAT.md 16.2): recovery after a crash between that rename and ``reset(newBase:identity:digest:)``
+    /// knows the overlay's content is in that bundle. Call it between transactions (a save holds the writers).
+    ///
+    /// - Throws: I/O errors (the record is then cut off again); the store's own failure once it is unwritable.
+    func appendPendingBase(digest: String) throws {
+        try state.withLock { state in
+            if let broken = state.isBroken { throw broken }
+            try Self.sync(&state, self)
+            let record = OverlayMap.Record(sequence: state.sequence + 1, logicalSize: state.logicalSize,
+                                           baseLimit: state.baseLimit, pages: [], pendingBase: digest)
+            let bytes = OverlayMap.encode(record)
+            do {
+                try bytes.withUnsafeBytes { raw in
+                    try Self.writeAll(state.map, raw.baseAddress!, count: raw.count, at: state.mapLength, path: mapPath)
+                }
+                try Self.dataSync(state.map, path: mapPath)
+            } catch {
+                try? Self.resize(state.map, to: state.mapLength, path: mapPath)  // Squash: recovery cuts it too.
+                throw error
+            }
+            state.mapLength += Int64(bytes.count)
+            state.sequence = record.sequence
+        }
+    }
+
+    /// The map in `folder`, read (its header checked, its records up to the last good one), without opening or
+    /// changing anything; `nil` when the folder has no map.
+    ///
+    /// - Throws: ``DocumentError/Code/storeCorrupt`` when the header is damaged; I/O errors.
+    static func readMap(in folder: FilePath) throws -> OverlayMap? {
+        let path = folder.appending(mapName)
+        guard try FileSystem.exists(path) else { return nil }
+        let map = try openFile(path, creating: false)
+        defer { try? map.close() }  // Squash close error: nothing was written.
+        let bytes = try FileSystem.read(map, at: 0, count: Int(fileSize(map, path: path)), path: path)
+        return try OverlayMap(parsing: bytes, path: path)
+    }
+
+    /// Removes the files a reset or a creation cut short left in `folder` (`.overlay.*.partial`, `.map.*.partial`):
+    /// none of them is ever read. Call it only while holding the working copy's lock.
+    static func removeLeftovers(in folder: FilePath) {
+        guard let names = try? FileSystem.contentsOfDirectory(folder) else { return }
+        for name in names where name.hasSuffix(".partial")
+            && (name.hasPrefix(".\(overlayName).") || name.hasPrefix(".\(mapName).")) {
+            try? FileSystem.removeFile(folder.appending(name))  // housekeeping; never fails an open
+        }
+    }
+
+    /// The lowest logical size since the base was taken: the base's bytes are seen below it only.
+    var baseLimit: Int64 { state.withLock { $0.baseLimit } }
+}
+
+// MARK: - What the save reads
+
+extension OverlayStore {
+    /// The store's size as SQLite sees it.
+    var size: Int64 { state.withLock { $0.logicalSize } }
+    /// The store's size as SQLite sees it.
+    var logicalSize: Int64 { size }
+    /// The working folder, for errors.
+    var origin: FilePath { folder }
+    /// The base the overlay lies over.
+    var base: any StoreSource { state.withLock { $0.base } }
+
+    /// The blocks (of ``pageSize`` bytes) `overlay` holds, in order: those the map records and those written since.
+    var presentPages: [Int64] { state.withLock { $0.present.sorted() } }
+
+    /// Copies `count` bytes at `offset` as SQLite reads them (base and overlay composed) into `buffer`; returns how
+    /// many lie inside the logical size (the rest is zeros).
+    func read(into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) throws -> Int {
+        try state.withLock { state in try Self.view(state, into: buffer, count: count, at: offset, self) }
+    }
+
+    /// `count` bytes at `offset` as SQLite reads them (fewer at the store's end).
+    func bytes(at offset: Int64, count: Int) throws -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        let read = try bytes.withUnsafeMutableBytes { try self.read(into: $0.baseAddress!, count: count, at: offset) }
+        return Array(bytes[0..<read])
+    }
+
+    /// Records why a read or write failed, for the caller to report (the first one is kept).
+    func fail(_ error: DocumentError) { firstFailure.record(error) }
+
+    /// The first failure SQLite met reading or writing the store (a damaged base segment, a full disk).
+    var failure: DocumentError? { firstFailure.error }
+
+    /// Called in `xSync` once `overlay` is flushed, before the record is appended; `nil` in production (tests take
+    /// a crash image there).
+    var afterOverlaySync: (@Sendable () -> Void)? {
+        get { state.withLock { $0.afterOverlaySync } }
+        set { state.withLock { $0.afterOverlaySync = newValue } }
+    }
+
+    /// The failure SQLite met reading or writing (a damaged base segment, named) in place of its "disk I/O error".
+    func reported(_ error: any Error) -> any Error {
+        failure ?? error
+    }
+}
+
+// MARK: - What the VFS calls
+
+extension OverlayStore {
+    /// Marks the store open by SQLite; `false` when it is open already.
+    func attach() -> Bool {
+        state.withLock { state in
+            guard !state.isAttached else { return false }
+            state.isAttached = true
+            return true
+        }
+    }
+
+    /// Marks the store closed by SQLite.
+    func detach() { state.withLock { $0.isAttached = false } }
+
+    /// `xRead`: the bytes as SQLite sees them, zeros past the logical size (`SQLITE_IOERR_SHORT_READ`).
+    func sqliteRead(_ buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) -> Int32 {
+        do {
+            let read = try read(into: buffer, count: count, at: offset)
+            return read == count ? SQLITE_OK : md_sqlite_ioerr_short_read
+        } catch {
+            record(error, "cannot read the store")
+            return md_sqlite_ioerr_read
+        }
+    }
+
+    /// `xWrite`: into `overlay`, whole blocks made present.
+    func sqliteWrite(_ buffer: UnsafeRawPointer, count: Int, at offset: Int64) -> Int32 {
+        do {
+            try state.withLock { state in
+                if let broken = state.isBroken { throw broken }
+                try Self.write(&state, buffer, count: count, at: offset, self)
+            }
+            return SQLITE_OK
+        } catch {
+            record(error, "cannot write the store")
+            return md_sqlite_ioerr_write
+        }
+    }
+
+    /// `xTruncate`: the new logical size (`overlay` cut there too, so that a store grown again reads zeros). A
+    /// store made smaller is recorded at once, as at `xSync`.
+    func sqliteTruncate(_ size: Int64) -> Int32 {
+        do {
+            try state.withLock { state in
+                if let broken = state.isBroken { throw broken }
+                guard size < state.logicalSize else {
+                    state.logicalSize = size
+                    return
+                }
+                try Self.resize(state.overlay, to: size, path: overlayPath)
+                state.baseLimit = min(state.baseLimit, size)
+                state.logicalSize = size
+                state.isOverlayDirty = true
+                // > In a rollback journal mode, SQLite makes the file smaller once the commit's journal is deleted,
+                // > and calls no xSync after it (pager_end_transaction): without a record, the map would keep the
+                // > larger size after a crash or a close, and a save would copy the dead pages past the store's end.
+                try Self.sync(&state, self)
+            }
+            return SQLITE_OK
+        } catch {
+            record(error, "cannot truncate the store")
+            return md_sqlite_ioerr_truncate
+        }
+    }
+
+    /// `xSync`: `overlay` flushed, then one record appended to `map` and flushed.
+    func sqliteSync() -> Int32 {
+        do {
+            try state.withLock { state in
+                if let broken = state.isBroken { throw broken }
+                try Self.sync(&state, self)
+            }
+            return SQLITE_OK
+        } catch {
+            record(error, "cannot flush the store")
+            return md_sqlite_ioerr_fsync
+        }
+    }
+
+    /// Records why a call failed: the base's own error (a damaged segment) as it is, any other wrapped.
+    private func record(_ error: any Error, _ what: String) {
+        if let error = error as? DocumentError {
+            fail(error)
+        } else {
+            fail(DocumentError(.ioFailure, path: folder, reason: "\(what): \(error)"))
+        }
+    }
+}
+
+// MARK: - Reading, writing and syncing under the lock
+
+extension OverlayStore {
+    /// Copies the store's bytes at `offset` into `buffer`: runs of present blocks from `overlay`, other runs from the
+    /// base below the base limit, zeros elsewhere. Returns how many lie inside the logical size.
+    private static func view(_ state: State, into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64,
+                             _ store: OverlayStore) throws -> Int {
+        let block = Int64(store.pageSize)
+        let visible = Int(max(0, min(Int64(count), state.logicalSize - offset)))
+        var done = 0
+        while done < visible {
+            let position = offset + Int64(done)
+            let isPresent = state.present.contains(position / block)
+            var end = min(visible, done + Int(block - position % block))
+            while end < visible, state.present.contains((offset + Int64(end)) / block) == isPresent {
+                end = min(visible, end + Int(block))
+            }
+            let length = end - done
+            var filled = 0
+            if isPresent {
+                let target = UnsafeMutableRawBufferPointer(start: buffer + done, count: length)
+                filled = try FileSystem.read(state.overlay, at: position, into: target, path: store.overlayPath)
+            } else if state.baseLimit > position {
+                let fromBase = Int(min(Int64(length), state.baseLimit - position))
+                filled = try state.base.read(into: buffer + done, count: fromBase, at: position)
+            }
+            (buffer + done + filled).initializeMemory(as: UInt8.self, repeating: 0, count: length - filled)
+            done = end
+        }
+        (buffer + visible).initializeMemory(as: UInt8.self, repeating: 0, count: count - visible)
+        return visible
+    }
+
+    /// Writes `count` bytes at `offset` into `overlay`. Runs of whole blocks and of blocks already present are
+    /// written as they are; a block partly written and not yet present is composed first (``compose``).
+    private static func write(_ state: inout State, _ bytes: UnsafeRawPointer, count: Int, at offset: Int64,
+                              _ store: OverlayStore) throws {
+        let block = store.pageSize
+        var done = 0
+        while done < count {
+            let position = offset + Int64(done)
+            let first = position / Int64(block)
+            let take = min(count - done, block - Int(position % Int64(block)))
+            if take < block, !state.present.contains(first) {
+                try compose(&state, block: first, with: bytes + done, count: take, at: position, store)
+                done += take
+                continue
+            }
+            var end = done + take
+            var blocks = [first]
+            while end < count {
+                let next = min(count - end, block)
+                guard next == block || state.present.contains(first + Int64(blocks.count)) else { break }
+                blocks.append(first + Int64(blocks.count))
+                end += next
+            }
+            try writeAll(state.overlay, bytes + done, count: end - done, at: position, path: store.overlayPath)
+            for index in blocks {
+                if state.present.insert(index).inserted { state.pending.insert(index) }
+            }
+            done = end
+        }
+        state.logicalSize = max(state.logicalSize, offset + Int64(count))
+        state.isOverlayDirty = true
+    }
+
+    /// Makes block `index` present with `count` new bytes at `position` in it: the whole block is written, the rest
+    /// of it as SQLite reads it now (base, or zeros past the logical size).
+    private static func compose(_ state: inout State, block index: Int64, with bytes: UnsafeRawPointer, count: Int,
+                                at position: Int64, _ store: OverlayStore) throws {
+        let block = store.pageSize
+        let start = index * Int64(block)
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: block, alignment: 16)
+        defer { buffer.deallocate() }
+        _ = try view(state, into: buffer, count: block, at: start, store)
+        (buffer + Int(position - start)).copyMemory(from: bytes, byteCount: count)
+        try writeAll(state.overlay, buffer, count: block, at: start, path: store.overlayPath)
+        state.present.insert(index)
+        state.pending.insert(index)
+    }
+
+    /// `overlay` flushed, then one record naming the blocks made present since the last one, the logical size and
+    /// the base limit appended to `map` and flushed. Nothing is appended when nothing changed.
+    private static func sync(_ state: inout State, _ store: OverlayStore) throws {
+        if state.isOverlayDirty {
+            try dataSync(state.overlay, path: store.overlayPath)
+            state.isOverlayDirty = false
+        }
+        guard !state.pending.isEmpty || state.logicalSize != state.recordedSize
+            || state.baseLimit != state.recordedLimit else { return }
+        state.afterOverlaySync?()
+        let record = OverlayMap.Record(sequence: state.sequence + 1, logicalSize: state.logicalSize,
+                                       baseLimit: state.baseLimit, pages: state.pending.sorted())
+        let bytes = OverlayMap.encode(record)
+        do {
+            try bytes.withUnsafeBytes { raw in
+                try writeAll(state.map, raw.baseAddress!, count: raw.count, at: state.mapLength, path: store.mapPath)
+            }
+            try dataSync(state.map, path: store.mapPath)
+        } catch {
+            // > The record is written again, whole, at the same place at the next xSync; a torn rest is cut off.
+            try? resize(state.map, to: state.mapLength, path: store.mapPath)  // Squash: recovery cuts it too.
+            throw error
+        }
+        state.mapLength += Int64(bytes.count)
+        state.sequence = record.sequence
+        state.pending = []
+        state.recordedSize = state.logicalSize
+        state.recordedLimit = state.baseLimit
+    }
+}
+
+// MARK: - Files
+
+extension OverlayStore {
+    /// Opens a working file for reading and writing (mode 0600 when it is created), without following a link.
+    private static func openFile(_ path: FilePath, creating: Bool) throws -> FileDescriptor {
+        do {
+            let options: FileDescriptor.OpenOptions = creating ? [.create, .noFollow, .closeOnExec]
+                                                               : [.noFollow, .closeOnExec]
+            return try FileDescriptor.open(path, .readWrite, options: options, permissions: [.ownerReadWrite])
+        } catch let error as Errno {
+            if error == .noSuchFileOrDirectory {
+                throw DocumentError(.notFound, path: path, reason: "no such file", underlyingError: error)
+            }
+            throw DocumentError(.cannotCreate, path: path, reason: "cannot open the working copy's file",
+                                underlyingError: error)
+        }
+    }
+
+    /// The size of an open file (`fstat(2)`).
+    private static func fileSize(_ descriptor: FileDescriptor, path: FilePath) throws -> Int64 {
+        guard let status = FileSystem.Status(descriptor) else {
+            throw DocumentError.io("cannot read the file's status", path: path, errno: Errno(rawValue: errno))
+        }
+        return status.size
+    }
+
+    /// `ftruncate(2)`.
+    private static func resize(_ descriptor: FileDescriptor, to size: Int64, path: FilePath) throws {
+        do { try descriptor.resize(to: size) } catch let error as Errno {
+            throw DocumentError.io("cannot change the file's size", path: path, errno: error)
+        }
+    }
+
+    /// `fdatasync(2)`: the file's bytes and size made durable.
+    private static func dataSync(_ descriptor: FileDescriptor, path: FilePath) throws {
+        if fdatasync(descriptor.rawValue) != 0 {
+            throw DocumentError.io("cannot flush the file to disk", path: path, errno: Errno(rawValue: errno))
+        }
+    }
+
+    /// `pwrite(2)` of all `count` bytes at `offset`.
+    private static func writeAll(_ descriptor: FileDescriptor, _ bytes: UnsafeRawPointer, count: Int, at offset: Int64,
+                                 path: FilePath) throws {
+        do {
+            _ = try descriptor.writeAll(toAbsoluteOffset: offset, UnsafeRawBufferPointer(start: bytes, count: count))
+        } catch let error as Errno {
+            throw DocumentError.io("cannot write the file", path: path, errno: error)
+        }
+    }
+}

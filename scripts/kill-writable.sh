@@ -6,7 +6,7 @@
 #
 #   scripts/kill-writable.sh [TRIALS] [SEED]     default: 300 trials, seed 20261126
 #
-# SCRATCH (default .build-docs) is the build folder swift test uses. A failure names the trial, the seed and the
+# SCRATCH (default .build) is the build folder swift test uses. A failure names the trial, the seed and the
 # moment of the kill; rerun with the same seed to replay the same moments.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,4 +16,4 @@ seed=${2:-20261126}
 [[ $seed =~ ^[0-9]+$ ]] || { echo "kill-writable: SEED must be a non-negative integer" >&2; exit 64; }
 echo "kill-writable: $trials trials, seed $seed" >&2
 KILL_WRITABLE_TRIALS=$trials KILL_WRITABLE_SEED=$seed \
-    swift test --scratch-path "${SCRATCH:-.build-docs}" --filter "WritableInPlaceTests/killedDuringSaves"
+    swift test --scratch-path "${SCRATCH:-.build}" --filter "WritableInPlaceTests/killedDuringSaves"

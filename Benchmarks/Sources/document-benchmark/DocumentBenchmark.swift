@@ -2,9 +2,11 @@
 //
 //   document-benchmark make-document BUNDLE MB [WORKDIR]   a new document of about MB MiB (not timed)
 //   document-benchmark open BUNDLE WORKDIR                 prints "open SECONDS": Document.open for writing
-//   document-benchmark save BUNDLE WORKDIR [--drop-caches] [--full]
+//   document-benchmark save BUNDLE WORKDIR [--drop-caches] [--full] [--every-row]
 //                                                          prints "save SECONDS REPORT": save() after a one-row
-//                                                          change (incremental; --full: savesIncrementally off)
+//                                                          change (incremental; --full: savesIncrementally off;
+//                                                          --every-row: after every row is rewritten, so every
+//                                                          page of the table is written)
 //   document-benchmark metadata BUNDLE [COUNT]             prints "metadata MEDIAN_MS ...": Document.metadata(at:)
 //   document-benchmark query BUNDLE SQL [CACHE_MIB]        prints "query SECONDS ...": BundleStore (read in place)
 //                                                          opened and SQL run, its rows counted
@@ -12,6 +14,12 @@
 //                                                          read-only Document.open (the store read in place)
 //   document-benchmark query-extract BUNDLE WORKDIR SQL    prints "query-extract SECONDS ...": the same after
 //                                                          extracting the bundle (how read-only opens worked before)
+//   document-benchmark scan-writable BUNDLE WORKDIR SQL    prints "scan-writable SECONDS ...": SQL run through a
+//                                                          document open for writing (its store served from the
+//                                                          bundle), the page cache dropped after the open; only
+//                                                          the query is timed
+//   document-benchmark scan-file STORE SQL                 prints "scan-file SECONDS ...": the same SQL on a store
+//                                                          file (an extracted working copy), page cache dropped
 //
 // Each timed subcommand prints exactly one line on stdout; its first two fields are the operation and its time.
 // `open` times Document.open only (lock, checks, extraction into WORKDIR, opening the store); closing without
@@ -37,11 +45,13 @@ struct DocumentBenchmark {
     static let usage = """
         usage: document-benchmark make-document BUNDLE MB [WORKDIR]
                document-benchmark open BUNDLE WORKDIR
-               document-benchmark save BUNDLE WORKDIR [--drop-caches] [--full]
+               document-benchmark save BUNDLE WORKDIR [--drop-caches] [--full] [--every-row]
                document-benchmark metadata BUNDLE [COUNT]
                document-benchmark query BUNDLE SQL [CACHE_MIB]
                document-benchmark query-document BUNDLE WORKDIR SQL
                document-benchmark query-extract BUNDLE WORKDIR SQL
+               document-benchmark scan-writable BUNDLE WORKDIR SQL
+               document-benchmark scan-file STORE SQL
         """
 
     static func main() async {
@@ -56,13 +66,15 @@ struct DocumentBenchmark {
                                        workingDirectory: arguments.count == 4 ? FilePath(arguments[3]) : nil)
             case ("open", 3):
                 try await open(FilePath(arguments[1]), workingDirectory: FilePath(arguments[2]))
-            case ("save", 3), ("save", 4), ("save", 5):
+            case ("save", 3), ("save", 4), ("save", 5), ("save", 6):
                 let flags = Set(arguments.dropFirst(3))
-                guard flags.isSubset(of: ["--drop-caches", "--full"]), flags.count == arguments.count - 3 else {
+                guard flags.isSubset(of: ["--drop-caches", "--full", "--every-row"]), flags.count == arguments.count - 3
+                else {
                     fail(usage, status: 64)
                 }
                 try await save(FilePath(arguments[1]), workingDirectory: FilePath(arguments[2]),
-                               dropCaches: flags.contains("--drop-caches"), full: flags.contains("--full"))
+                               dropCaches: flags.contains("--drop-caches"), full: flags.contains("--full"),
+                               everyRow: flags.contains("--every-row"))
             case ("metadata", 2), ("metadata", 3):
                 let count = arguments.count == 3 ? Int(arguments[2]) ?? 0 : 100
                 guard count > 0 else { fail("COUNT must be a positive integer\n\(usage)", status: 64) }
@@ -77,6 +89,11 @@ struct DocumentBenchmark {
             case ("query-extract", 4):
                 try await queryExtracting(FilePath(arguments[1]), workingDirectory: FilePath(arguments[2]),
                                           sql: arguments[3])
+            case ("scan-writable", 4):
+                try await scanWritable(FilePath(arguments[1]), workingDirectory: FilePath(arguments[2]),
+                                       sql: arguments[3])
+            case ("scan-file", 3):
+                try await scanFile(FilePath(arguments[1]), sql: arguments[2])
             default:
                 fail(usage, status: 64)
             }
@@ -97,12 +114,18 @@ struct DocumentBenchmark {
         print("open \(format(seconds(elapsed)))")
     }
 
-    static func save(_ bundle: FilePath, workingDirectory: FilePath, dropCaches: Bool, full: Bool) async throws {
+    static func save(_ bundle: FilePath, workingDirectory: FilePath, dropCaches: Bool, full: Bool,
+                     everyRow: Bool = false) async throws {
         var options = Document.OpenOptions()
         options.workingDirectory = workingDirectory
         options.savesIncrementally = !full
         let document = try await Document.open(at: bundle, options: options)
         let changed = try await document.writer.write { db -> Int in
+            if everyRow {
+                // > Every row changed in place (same length, other bytes): every page of the table is written.
+                try db.execute(sql: "UPDATE item SET kind = upper(kind)")
+                return db.changesCount > 0 ? 1 : 0
+            }
             try db.execute(sql: "UPDATE item SET body = body || '.' WHERE id = (SELECT min(id) FROM item WHERE kind = 'text')")
             return db.changesCount
         }
@@ -154,6 +177,30 @@ struct DocumentBenchmark {
         let elapsed = ContinuousClock.now - start
         try await document.close()
         print("query-document \(format(seconds(elapsed))) rows \(rows) bytes \(bytes)")
+    }
+
+    /// A query through a document open for writing, timed alone (the open is not), the page cache dropped first.
+    static func scanWritable(_ bundle: FilePath, workingDirectory: FilePath, sql: String) async throws {
+        var options = Document.OpenOptions()
+        options.workingDirectory = workingDirectory
+        let document = try await Document.open(at: bundle, options: options)
+        try dropPageCache()
+        let start = ContinuousClock.now
+        let (rows, bytes) = try await document.writer.read { db in try run(sql, db) }
+        let elapsed = ContinuousClock.now - start
+        try await document.close(savingChanges: false)
+        print("scan-writable \(format(seconds(elapsed))) rows \(rows) bytes \(bytes)")
+    }
+
+    /// The same query on a store file opened with SQLite (an extracted working copy), the page cache dropped first.
+    static func scanFile(_ store: FilePath, sql: String) async throws {
+        let queue = try DatabaseQueue(path: store.string)
+        try dropPageCache()
+        let start = ContinuousClock.now
+        let (rows, bytes) = try await queue.read { db in try run(sql, db) }
+        let elapsed = ContinuousClock.now - start
+        try queue.close()
+        print("scan-file \(format(seconds(elapsed))) rows \(rows) bytes \(bytes)")
     }
 
     private static func run(_ sql: String, _ db: Database) throws -> (rows: Int, bytes: Int64) {

@@ -117,51 +117,25 @@ extension Document {
 
     /// Saves a document whose store an overlay composes (the writers held, `db` the connection): the bundle written
     /// from the composed store (FORMAT.md 16.2), a pending-base record appended before it is renamed into place,
-    /// then the overlay reset onto it.
-    func saveOverlay(_ overlay: OverlayStore, metadata: DocumentMetadata, _ db: Database) throws {
-        do {
-            let facts = try StoreInspector.facts(db, countingRows: false)
-            let base = guarded.withLock { $0.overlayBase }
-            let input = OverlaySaveInput(
-                overlay: overlay, base: options.savesIncrementally ? base : nil,
-                reason: options.savesIncrementally ? "the working copy's base bundle is unknown"
-                    : "incremental saves are off")
-            let content = BundleContent(
-                store: overlay.overlayPath,
-                externalData: FileSystem.isDirectory(workingCopy.externalData) ? workingCopy.externalData : nil,
-                additionalContent: FileSystem.isDirectory(workingCopy.additionalContent)
-                    ? workingCopy.additionalContent : nil)
-            let staged = try BundleWriter.stage(content, metadata: metadata, to: path, replacingExisting: true,
-                                                options: options.saving, storeFacts: facts, overlay: input)
-            let saved = staged.metadata
-            // > Before the rename: after a crash between it and the reset, recovery knows this bundle holds the
-            // > overlay's content.
-            try overlay.appendPendingBase(digest: saved.store.contentDigest)
-            let written = try staged.commit()
-            options.logger.info("saved \(path): \(staged.report)")
-            guarded.withLock {
-                $0.lastSave = staged.report
-                $0.lastSaveError = nil
-            }
-            rebase(overlay, onto: written?.identity)
-            try workingCopy.writeBase(WorkingCopy.Base(bundle: path.string, storeDigest: saved.store.contentDigest))
-            let counter = try currentChangeCounter()
-            guarded.withLock {
-                $0.metadata = saved
-                $0.savedChangeCounter = counter
-                $0.savedGeneration += 1
-                $0.state = .normal
-            }
-            publish(.normal)
-        } catch {
-            guarded.withLock {
-                $0.state = .savingFailed
-                $0.lastSaveError = error as? DocumentError
-                    ?? DocumentError(.ioFailure, path: path, reason: "the save failed: \(error)")
-            }
-            publish(.savingFailed)
-            throw error
-        }
+    /// then the overlay reset onto it; the metadata written and how.
+    func saveOverlay(_ overlay: OverlayStore, metadata: DocumentMetadata, _ db: Database)
+    throws -> (DocumentMetadata, SaveReport) {
+        let facts = try StoreInspector.facts(db, countingRows: false)
+        let base = guarded.withLock { $0.overlayBase }
+        let input = OverlaySaveInput(
+            overlay: overlay, base: options.savesIncrementally ? base : nil,
+            reason: options.savesIncrementally ? "the working copy's base bundle is unknown"
+                : "incremental saves are off")
+        let staged = try BundleWriter.stage(workingContent(store: overlay.overlayPath), metadata: metadata, to: path,
+                                            replacingExisting: true, options: options.saving, storeFacts: facts,
+                                            overlay: input)
+        let saved = staged.metadata
+        // > Before the rename: after a crash between it and the reset, recovery knows this bundle holds the
+        // > overlay's content.
+        try overlay.appendPendingBase(digest: saved.store.contentDigest)
+        let written = try staged.commit()
+        rebase(overlay, onto: written?.identity)
+        return (saved, staged.report)
     }
 
     /// Lays the overlay over the bundle a save just put in place (`identity`, taken after the rename), emptied: what

@@ -369,22 +369,12 @@ public final class Document: Sendable {
         guard state != .editingDisabled else {
             throw DocumentError(.readOnly, path: path, reason: "is open read-only; it cannot be saved")
         }
-        if let overlay { return try saveOverlay(overlay, metadata: metadata, db) }
         do {
-            let content = BundleContent(
-                store: workingCopy.store,
-                externalData: FileSystem.isDirectory(workingCopy.externalData) ? workingCopy.externalData : nil,
-                additionalContent: FileSystem.isDirectory(workingCopy.additionalContent)
-                    ? workingCopy.additionalContent : nil)
-            let loan = options.savesIncrementally ? guarded.withLock { $0.segmentLoan } : nil
-            let staged = try BundleWriter.stage(content, metadata: metadata, to: path, replacingExisting: true,
-                                                options: options.saving, reusing: loan)
-            let written = try staged.commit()
-            let saved = staged.metadata
-            options.logger.info("saved \(path): \(staged.report)")
+            let (saved, report) = try overlay.map { try saveOverlay($0, metadata: metadata, db) }
+                ?? saveExtracted(metadata: metadata)
+            options.logger.info("saved \(path): \(report)")
             guarded.withLock {
-                $0.segmentLoan = written
-                $0.lastSave = staged.report
+                $0.lastSave = report
                 $0.lastSaveError = nil
             }
             try workingCopy.writeBase(WorkingCopy.Base(bundle: path.string, storeDigest: saved.store.contentDigest))
@@ -405,6 +395,26 @@ public final class Document: Sendable {
             publish(.savingFailed)
             throw error
         }
+    }
+
+    /// The bundle's external data and additional content as the working copy holds them, with `store`.
+    func workingContent(store: FilePath) -> BundleContent {
+        BundleContent(
+            store: store,
+            externalData: FileSystem.isDirectory(workingCopy.externalData) ? workingCopy.externalData : nil,
+            additionalContent: FileSystem.isDirectory(workingCopy.additionalContent)
+                ? workingCopy.additionalContent : nil)
+    }
+
+    /// Writes the bundle from an extracted working copy (16.1: reusing the segments of the bundle this open last
+    /// verified, while it is still there) and renames it into place; the metadata written and how.
+    private func saveExtracted(metadata: DocumentMetadata) throws -> (DocumentMetadata, SaveReport) {
+        let loan = options.savesIncrementally ? guarded.withLock { $0.segmentLoan } : nil
+        let staged = try BundleWriter.stage(workingContent(store: workingCopy.store), metadata: metadata, to: path,
+                                            replacingExisting: true, options: options.saving, reusing: loan)
+        let written = try staged.commit()
+        guarded.withLock { $0.segmentLoan = written }
+        return (staged.metadata, staged.report)
     }
 
     /// Throws away unsaved changes: the bundle's content is copied back into the working copy.

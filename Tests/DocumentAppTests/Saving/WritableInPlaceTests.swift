@@ -76,43 +76,7 @@ private func journalIDs(_ db: Database) throws -> [Int]? {
     return ids
 }
 
-/// The `notes-app` sample, run as a child process whose output is read as it comes.
-private final class ChildApp {
-    let process = Process()
-    private let pipe = Pipe()
-    private(set) var output = ""
-
-    init(_ arguments: [String], in directory: FilePath) throws {
-        process.executableURL = URL(fileURLWithPath: builtProduct("notes-app"))
-        process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
-        environment["TMPDIR"] = directory.appending("tmp").string
-        try FileManager.default.createDirectory(atPath: directory.appending("tmp").string, withIntermediateDirectories: true)
-        process.environment = environment
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-    }
-
-    /// Reads the output until it says `text`; false when the app exited first.
-    func waitFor(_ text: String) -> Bool {
-        while !output.contains(text) {
-            let data = pipe.fileHandleForReading.availableData
-            if data.isEmpty { return false }
-            output += String(decoding: data, as: UTF8.self)
-        }
-        return true
-    }
-
-    /// Waits for the app to exit; its status and whole output.
-    func finish() -> (status: Int32, output: String) {
-        output += String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, output)
-    }
-}
-
-/// The working copies' folder `notes-app` uses when run by ``ChildApp`` in `directory` (its default, under TMPDIR).
+/// The working copies' folder `notes-app` uses when run by `NotesApp` (TestSupport) in `directory` (its default, under TMPDIR).
 private func childWorkingDirectory(_ directory: FilePath) -> FilePath {
     directory.appending("tmp").appending("ManagedDocument-\(geteuid())")
 }
@@ -238,10 +202,10 @@ struct WritableInPlaceTests {
     func killedAfterCommit() async throws {
         try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
-            let made = try ChildApp([bundle.string, "add", "--bulk", "4000"], in: folder).finish()
+            let made = try NotesApp([bundle.string, "add", "--bulk", "4000"], in: folder).finish()
             #expect(made.status == 0, "\(made.output)")
             let saved = try Data(contentsOf: URL(fileURLWithPath: bundle.string))
-            let app = try ChildApp([bundle.string, "add", "unsaved", "--hold", "60"], in: folder)
+            let app = try NotesApp([bundle.string, "add", "unsaved", "--hold", "60"], in: folder)
             #expect(app.waitFor("written"))
             kill(app.process.processIdentifier, SIGKILL)
             _ = app.finish()
@@ -270,7 +234,7 @@ struct WritableInPlaceTests {
         var generator = SeededGenerator(seed: seed)
         try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
-            let made = try ChildApp([bundle.string, "add", "--bulk", "4000"], in: folder).finish()
+            let made = try NotesApp([bundle.string, "add", "--bulk", "4000"], in: folder).finish()
             #expect(made.status == 0, "\(made.output)")
             var options = appOptions(folder)
             options.workingDirectory = childWorkingDirectory(folder)
@@ -278,7 +242,7 @@ struct WritableInPlaceTests {
             var known = 0  // entries recovered and saved so far: never lost
             var outcomes = (bundleAdvanced: 0, recoveredUnsaved: 0, killedWhileSaving: 0)
             for trial in 0..<trials {
-                let app = try ChildApp([bundle.string, "journal", "--rows", "300", "--save-every", "7", "--echo"], in: folder)
+                let app = try NotesApp([bundle.string, "journal", "--rows", "300", "--save-every", "7", "--echo"], in: folder)
                 let delay = 200_000_000 + generator.next() % 2_300_000_000
                 try await Task.sleep(nanoseconds: delay)
                 kill(app.process.processIdentifier, SIGKILL)
@@ -319,17 +283,17 @@ struct WritableInPlaceTests {
     func replacedUnderWorkingCopy() async throws {
         try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
-            let made = try ChildApp([bundle.string, "add", "--bulk", "4000"], in: folder).finish()
+            let made = try NotesApp([bundle.string, "add", "--bulk", "4000"], in: folder).finish()
             #expect(made.status == 0, "\(made.output)")
             let elsewhere = folder.appending("Other.mdz")
             try FileManager.default.copyItem(atPath: bundle.string, toPath: elsewhere.string)
-            let app = try ChildApp([bundle.string, "add", "unsaved", "--hold", "60"], in: folder)
+            let app = try NotesApp([bundle.string, "add", "unsaved", "--hold", "60"], in: folder)
             #expect(app.waitFor("written"))
             kill(app.process.processIdentifier, SIGKILL)
             _ = app.finish()
 
             // Another program saves another version and puts it in place.
-            let other = try ChildApp([elsewhere.string, "add", "from elsewhere"], in: folder.appending("other")).finish()
+            let other = try NotesApp([elsewhere.string, "add", "from elsewhere"], in: folder.appending("other")).finish()
             #expect(other.status == 0, "\(other.output)")
             #expect(rename(elsewhere.string, bundle.string) == 0)
 

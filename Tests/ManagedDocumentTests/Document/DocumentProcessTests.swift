@@ -6,46 +6,6 @@ import TestSupport
 import Testing
 @testable import ManagedDocument
 
-/// The sample app `notes-app`, run as a child process with its working copies in the test's folder.
-private final class NotesApp {
-    let process = Process()
-    private let pipe = Pipe()
-    private(set) var output = ""
-
-    init(_ arguments: [String], in directory: FilePath) throws {
-        process.executableURL = URL(fileURLWithPath: builtProduct("notes-app"))
-        process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
-        environment["TMPDIR"] = directory.appending("tmp").string
-        try FileManager.default.createDirectory(atPath: directory.appending("tmp").string, withIntermediateDirectories: true)
-        process.environment = environment
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-    }
-
-    /// Reads the app's output until it says `text`; false when it exited first.
-    func waitFor(_ text: String) -> Bool {
-        while !output.contains(text) {
-            let data = pipe.fileHandleForReading.availableData
-            if data.isEmpty { return false }
-            output += String(decoding: data, as: UTF8.self)
-        }
-        return true
-    }
-
-    /// Waits for the app to exit and returns its status and whole output.
-    func finish() -> (status: Int32, output: String) {
-        output += String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, output)
-    }
-
-    static func run(_ arguments: [String], in directory: FilePath) throws -> (status: Int32, output: String) {
-        try NotesApp(arguments, in: directory).finish()
-    }
-}
-
 @Suite("Documents across processes: one writer, SIGKILL during saves, legacy stores converted on first open")
 struct DocumentProcessTests {
     private func notes(in bundle: FilePath, directory: FilePath) async throws -> [String] {

@@ -81,20 +81,14 @@ enum BundleVFS {
     }()
 
     private static func register() -> Bool {
-        guard let fallback = sqlite3_vfs_find(nil) else { return false }
-        let vfs = UnsafeMutablePointer<sqlite3_vfs>.allocate(capacity: 1)  // lives as long as the process
-        vfs.initialize(to: sqlite3_vfs())
-        vfs.pointee.iVersion = 2
         // > Room for the default VFS's own files too: temporary files (a large sort) go to it.
-        vfs.pointee.szOsFile = max(Int32(MemoryLayout<md_bundle_file>.size), fallback.pointee.szOsFile)
+        guard let vfs = DelegatingVFS.make(named: name, fileSize: MemoryLayout<md_bundle_file>.size) else { return false }
         vfs.pointee.mxPathname = 1024
-        vfs.pointee.zName = UnsafePointer(strdup(name))
-        vfs.pointee.pAppData = UnsafeMutableRawPointer(fallback)
         vfs.pointee.xOpen = { vfs, name, file, flags, outFlags in
             guard let file else { return SQLITE_CANTOPEN }
             guard flags & SQLITE_OPEN_MAIN_DB != 0 else {
                 // > Not the store: a temporary file (a sort, a temporary table), served by the default VFS.
-                let fallback = vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
+                let fallback = DelegatingVFS.fallback(vfs)
                 return fallback.pointee.xOpen(fallback, name, file, flags, outFlags)
             }
             let raw = UnsafeMutableRawPointer(file).assumingMemoryBound(to: md_bundle_file.self)
@@ -112,38 +106,13 @@ enum BundleVFS {
             outFlags?.pointee = SQLITE_OPEN_READONLY
             return SQLITE_OK
         }
-        vfs.pointee.xDelete = { vfs, name, syncFolder in
-            let fallback = vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
-            return fallback.pointee.xDelete(fallback, name, syncFolder)
-        }
-        vfs.pointee.xAccess = { vfs, name, flags, result in
-            // > The store's journal or WAL names lie under a folder that does not exist: never there.
-            let fallback = vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
-            return fallback.pointee.xAccess(fallback, name, flags, result)
-        }
+        // > The store's path is a name in a folder that does not exist: taken as it is, never resolved.
         vfs.pointee.xFullPathname = { _, name, count, output in
             guard let name, let output, count > 0 else { return SQLITE_CANTOPEN }
             let length = min(Int(count) - 1, strlen(name))
             memcpy(output, name, length)
             output[length] = 0
             return SQLITE_OK
-        }
-        vfs.pointee.xRandomness = { vfs, count, output in
-            let fallback = vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
-            return fallback.pointee.xRandomness(fallback, count, output)
-        }
-        vfs.pointee.xSleep = { vfs, microseconds in
-            let fallback = vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
-            return fallback.pointee.xSleep(fallback, microseconds)
-        }
-        vfs.pointee.xCurrentTime = { vfs, time in
-            let fallback = vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
-            return fallback.pointee.xCurrentTime(fallback, time)
-        }
-        vfs.pointee.xGetLastError = { _, _, _ in 0 }
-        vfs.pointee.xCurrentTimeInt64 = { vfs, time in
-            let fallback = vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
-            return fallback.pointee.xCurrentTimeInt64(fallback, time)
         }
         return sqlite3_vfs_register(vfs, 0) == SQLITE_OK
     }

@@ -111,11 +111,6 @@ enum OverlayVFS {
         return SQLITE_ERROR
     }
 
-    /// The default VFS, kept in the VFS's `pAppData` when it was registered.
-    private static func fallback(_ vfs: UnsafeMutablePointer<sqlite3_vfs>?) -> UnsafeMutablePointer<sqlite3_vfs> {
-        vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
-    }
-
     /// `xOpen`: the store from the URI's registration, or any other file (the journal, a temporary file) from the
     /// default VFS; never a WAL.
     private static func open(_ vfs: UnsafeMutablePointer<sqlite3_vfs>?, _ name: sqlite3_filename?,
@@ -125,7 +120,7 @@ enum OverlayVFS {
         guard flags & SQLITE_OPEN_MAIN_DB != 0 else {
             file.pointee.pMethods = nil
             guard flags & SQLITE_OPEN_WAL == 0 else { return SQLITE_CANTOPEN }
-            let fallback = fallback(vfs)
+            let fallback = DelegatingVFS.fallback(vfs)
             return fallback.pointee.xOpen(fallback, name, file, flags, outFlags)
         }
         let raw = UnsafeMutableRawPointer(file).assumingMemoryBound(to: md_overlay_file.self)
@@ -146,45 +141,9 @@ enum OverlayVFS {
 
     /// Registers the VFS beside the default one (which serves everything but the store); whether SQLite accepted it.
     private static func register() -> Bool {
-        guard let fallback = sqlite3_vfs_find(nil) else { return false }
-        let vfs = UnsafeMutablePointer<sqlite3_vfs>.allocate(capacity: 1)  // lives as long as the process
-        vfs.initialize(to: sqlite3_vfs())
-        vfs.pointee.iVersion = 2
         // > Room for the default VFS's own files too: the journal and temporary files go to it.
-        vfs.pointee.szOsFile = max(Int32(MemoryLayout<md_overlay_file>.size), fallback.pointee.szOsFile)
-        vfs.pointee.mxPathname = fallback.pointee.mxPathname
-        vfs.pointee.zName = UnsafePointer(strdup(name))
-        vfs.pointee.pAppData = UnsafeMutableRawPointer(fallback)
+        guard let vfs = DelegatingVFS.make(named: name, fileSize: MemoryLayout<md_overlay_file>.size) else { return false }
         vfs.pointee.xOpen = { vfs, name, file, flags, outFlags in OverlayVFS.open(vfs, name, file, flags, outFlags) }
-        vfs.pointee.xDelete = { vfs, name, syncFolder in
-            let fallback = OverlayVFS.fallback(vfs)
-            return fallback.pointee.xDelete(fallback, name, syncFolder)
-        }
-        vfs.pointee.xAccess = { vfs, name, flags, result in
-            let fallback = OverlayVFS.fallback(vfs)
-            return fallback.pointee.xAccess(fallback, name, flags, result)
-        }
-        vfs.pointee.xFullPathname = { vfs, name, count, output in
-            let fallback = OverlayVFS.fallback(vfs)
-            return fallback.pointee.xFullPathname(fallback, name, count, output)
-        }
-        vfs.pointee.xRandomness = { vfs, count, output in
-            let fallback = OverlayVFS.fallback(vfs)
-            return fallback.pointee.xRandomness(fallback, count, output)
-        }
-        vfs.pointee.xSleep = { vfs, microseconds in
-            let fallback = OverlayVFS.fallback(vfs)
-            return fallback.pointee.xSleep(fallback, microseconds)
-        }
-        vfs.pointee.xCurrentTime = { vfs, time in
-            let fallback = OverlayVFS.fallback(vfs)
-            return fallback.pointee.xCurrentTime(fallback, time)
-        }
-        vfs.pointee.xGetLastError = { _, _, _ in 0 }
-        vfs.pointee.xCurrentTimeInt64 = { vfs, time in
-            let fallback = OverlayVFS.fallback(vfs)
-            return fallback.pointee.xCurrentTimeInt64(fallback, time)
-        }
         return sqlite3_vfs_register(vfs, 0) == SQLITE_OK
     }
 }

@@ -1,0 +1,59 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CSQLite
+import GRDBSQLite  // sqlite3.h's types are attributed to the first module that includes it: GRDB's
+
+/// The part the package's two VFSs (``BundleVFS``, ``OverlayVFS``) share: a `sqlite3_vfs` that hands everything but
+/// opening files to the process's default VFS (its `pAppData`): deleting and probing files, full path names,
+/// randomness, sleep and time.
+enum DelegatingVFS {
+    /// The default VFS a delegating VFS hands its calls to.
+    static func fallback(_ vfs: UnsafeMutablePointer<sqlite3_vfs>?) -> UnsafeMutablePointer<sqlite3_vfs> {
+        vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
+    }
+
+    /// A new VFS named `name` (allocated for the life of the process, not yet registered) whose files take
+    /// `fileSize` bytes (at least the default VFS's, whose files it also opens), and whose calls other than
+    /// `xOpen` go to the default VFS; `nil` when there is no default VFS. The caller sets `xOpen`.
+    static func make(named name: String, fileSize: Int) -> UnsafeMutablePointer<sqlite3_vfs>? {
+        guard let fallback = sqlite3_vfs_find(nil) else { return nil }
+        let vfs = UnsafeMutablePointer<sqlite3_vfs>.allocate(capacity: 1)  // lives as long as the process
+        vfs.initialize(to: sqlite3_vfs())
+        vfs.pointee.iVersion = 2
+        vfs.pointee.szOsFile = max(Int32(fileSize), fallback.pointee.szOsFile)
+        vfs.pointee.mxPathname = fallback.pointee.mxPathname
+        vfs.pointee.zName = UnsafePointer(strdup(name))
+        vfs.pointee.pAppData = UnsafeMutableRawPointer(fallback)
+        vfs.pointee.xDelete = { vfs, name, syncFolder in
+            let fallback = DelegatingVFS.fallback(vfs)
+            return fallback.pointee.xDelete(fallback, name, syncFolder)
+        }
+        vfs.pointee.xAccess = { vfs, name, flags, result in
+            let fallback = DelegatingVFS.fallback(vfs)
+            return fallback.pointee.xAccess(fallback, name, flags, result)
+        }
+        vfs.pointee.xFullPathname = { vfs, name, count, output in
+            let fallback = DelegatingVFS.fallback(vfs)
+            return fallback.pointee.xFullPathname(fallback, name, count, output)
+        }
+        vfs.pointee.xRandomness = { vfs, count, output in
+            let fallback = DelegatingVFS.fallback(vfs)
+            return fallback.pointee.xRandomness(fallback, count, output)
+        }
+        vfs.pointee.xSleep = { vfs, microseconds in
+            let fallback = DelegatingVFS.fallback(vfs)
+            return fallback.pointee.xSleep(fallback, microseconds)
+        }
+        vfs.pointee.xCurrentTime = { vfs, time in
+            let fallback = DelegatingVFS.fallback(vfs)
+            return fallback.pointee.xCurrentTime(fallback, time)
+        }
+        vfs.pointee.xGetLastError = { _, _, _ in 0 }
+        vfs.pointee.xCurrentTimeInt64 = { vfs, time in
+            let fallback = DelegatingVFS.fallback(vfs)
+            return fallback.pointee.xCurrentTimeInt64(fallback, time)
+        }
+        return vfs
+    }
+}

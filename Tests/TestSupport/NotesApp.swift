@@ -1,0 +1,44 @@
+import Foundation
+import SystemPackage
+
+/// The sample app `notes-app`, run as a child process whose output (stdout and stderr together) is read as it comes,
+/// with `TMPDIR` (so its working copies) in `<directory>/tmp`.
+public final class NotesApp {
+    public let process = Process()
+    private let pipe = Pipe()
+    public private(set) var output = ""
+
+    public init(_ arguments: [String], in directory: FilePath) throws {
+        process.executableURL = URL(fileURLWithPath: builtProduct("notes-app"))
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["TMPDIR"] = directory.appending("tmp").string
+        try FileManager.default.createDirectory(atPath: directory.appending("tmp").string, withIntermediateDirectories: true)
+        process.environment = environment
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+    }
+
+    /// Reads the app's output until it says `text`; false when it exited first.
+    public func waitFor(_ text: String) -> Bool {
+        while !output.contains(text) {
+            let data = pipe.fileHandleForReading.availableData
+            if data.isEmpty { return false }
+            output += String(decoding: data, as: UTF8.self)
+        }
+        return true
+    }
+
+    /// Waits for the app to exit and returns its status and whole output.
+    public func finish() -> (status: Int32, output: String) {
+        output += String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, output)
+    }
+
+    /// Runs the app to its end: its status and whole output.
+    public static func run(_ arguments: [String], in directory: FilePath) throws -> (status: Int32, output: String) {
+        try NotesApp(arguments, in: directory).finish()
+    }
+}

@@ -138,9 +138,10 @@ extension SegmentReuse {
         }
         let limit = store.baseLimit
         let perDigest = Int(interval / restartInterval)
+        let recordedCount = recorded.count
         for digest in 0..<digestCount where untouched[digest] {
             let end = min(Int64(digest + 1) * interval, size)
-            var isReusable = digest < recorded.digests.count && end <= limit
+            var isReusable = digest < recordedCount && end <= limit
             for index in (digest * perDigest)..<min(count, (digest + 1) * perDigest) where isReusable {
                 // > The old stream's last segment carries the final block: reused only as the new one's last, whole.
                 isReusable = index < oldCount && (index == count - 1) == (index == oldCount - 1)
@@ -161,6 +162,8 @@ extension SegmentReuse {
         let perDigest = Int(interval / restartInterval)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(restartInterval), alignment: 64)
         defer { buffer.deallocate() }
+        // > `recorded.digests` splits the recorded string at every call: split once.
+        let recordedDigests = recorded.digests
         var digests: [String] = []
         for digest in untouched.indices {
             if hashing.withLock({ $0.isCancelled }) { return }
@@ -174,7 +177,7 @@ extension SegmentReuse {
                     }
                     batch.append((crc, true))
                 }
-                digests.append(recorded.digests[digest])
+                digests.append(recordedDigests[digest])
             } else {
                 var hasher = SHA256()
                 for index in segments {
@@ -192,7 +195,7 @@ extension SegmentReuse {
                     batch.append((crc.value, untouched[digest]))
                 }
                 // > A segment copied keeps its recorded digest (the base checked its bytes against it as it read them).
-                digests.append(untouched[digest] ? recorded.digests[digest] : hasher.finalize().hexString)
+                digests.append(untouched[digest] ? recordedDigests[digest] : hasher.finalize().hexString)
             }
             hashing.withLock { $0.decided += batch }
         }

@@ -135,7 +135,8 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
             return hasher.finalize().hexString
         }
 
-        /// Each segment's digest, in order.
+        /// Each segment's digest, in order: a new array split from ``sha256`` at every call (take it once, outside
+        /// a loop over the segments).
         public var digests: [String] {
             let bytes = Array(sha256.utf8)
             return stride(from: 0, to: bytes.count, by: 64).map {

@@ -24,6 +24,11 @@
 #                   incremental (the segments no written page touches copied unread, FORMAT.md 13.1 and 16.2; peer:
 #                   the durable copy), and full with savesIncrementally off (the whole store read through the
 #                   overlay and deflated; peer: zip -1). With the page cache dropped, it is dropped again between the open and the save.
+#   ours save every the same save after every row was rewritten (`UPDATE item SET kind = upper(kind)`: every page of
+#                   the table written). Peer: the full save.
+#   ours scan w     a full scan through a document open for writing (every segment inflated and checked on first
+#                   read), the query alone timed. Peer: the same scan on the store extracted (a working copy as
+#                   writable documents had before FORMAT.md 16.2), the query alone timed.
 #   durable copy    cp BUNDLE COPY && sync COPY: the floor of any save that writes a new file and flushes it.
 #   sqlite3 commit  the same one-row change committed by sqlite3 on the loose store (rollback journal, fsync).
 #   unzip           unzip -q -o BUNDLE -d DIR
@@ -104,6 +109,9 @@ case_ours-save() { timed "$BIN" save "$WORK/save.mdz" "$WORK/wc-save" ${SAVE_FLA
 add_case ours-save-full "ours (Document.save, full: savesIncrementally off)" "save after a one-row change" zip-1 save "$WORK"
 prepare_ours-save-full() { prepare_ours-save; }
 case_ours-save-full() { timed "$BIN" save "$WORK/save.mdz" "$WORK/wc-save" ${SAVE_FLAG:+"$SAVE_FLAG"} --full; }
+add_case ours-save-every "ours (Document.save after every page changed)" "save after every row rewritten" ours-save-full save "$WORK"
+prepare_ours-save-every() { prepare_ours-save; }
+case_ours-save-every() { timed "$BIN" save "$WORK/save.mdz" "$WORK/wc-save" ${SAVE_FLAG:+"$SAVE_FLAG"} --every-row; }
 add_case durable-copy "cp + sync (a durable copy of the bundle: the floor)" "copy the bundle, fsync" "" "" "$WORK"
 prepare_durable-copy() { rm -f "$WORK/copy.mdz"; }
 case_durable-copy() { timed bash "$WORK/durable-copy.sh"; }
@@ -134,6 +142,14 @@ add_case ours-scan "ours (BundleStore: read in place)" "full scan" sqlite3-scan 
 case_ours-scan() { timed "$BIN" query "$BUNDLE" "$SCAN"; }
 add_case sqlite3-scan "sqlite3 -readonly (the loose store)" "full scan" "" "" "$WORK"
 case_sqlite3-scan() { timed sqlite3 -readonly "$SRC/StoreContent/persistentStore" "$SCAN"; }
+# A scan through a document open for writing (16.2: every segment inflated and checked on first read) against the
+# same scan on an extracted working copy (how a writable document read before); only the query timed, in-process.
+add_case ours-scan-w "ours (writable Document: served from the bundle)" "full scan, query alone" scan-file scan-writable "$WORK"
+prepare_ours-scan-w() { rm -rf "$WORK/wc-scan"; }
+case_ours-scan-w() { timed "$BIN" scan-writable "$BUNDLE" "$WORK/wc-scan" "$SCAN" ${SAVE_FLAG:+"$SAVE_FLAG"}; }
+add_case scan-file "ours (an extracted working copy: the writable path before)" "full scan, query alone" "" scan-file "$WORK"
+prepare_scan-file() { cp "$SRC/StoreContent/persistentStore" "$WORK/scan.sqlite"; }
+case_scan-file() { timed "$BIN" scan-file "$WORK/scan.sqlite" "$SCAN" ${SAVE_FLAG:+"$SAVE_FLAG"}; }
 MID=$(sqlite3 -readonly "$SRC/StoreContent/persistentStore" "SELECT max(id) / 2 FROM item")
 POINT="SELECT length(data) + length(body) FROM item WHERE id = $MID"
 SCAN="SELECT sum(length(data)) + sum(length(body)) FROM item"
@@ -266,6 +282,19 @@ if si and dc:
           f'{secs(si["time"])} s vs {secs(dc["time"])} s, {per(si["time"], dc["time"], ".2f", "×")} (SQLite\'s own commit on '
           f'the loose store: {secs(lc["time"])} s, whole process).')
     print(f'- Peak RSS of the incremental save at most 48 MiB: {verdict(si["rss"] <= 48)} — {si["rss"]:.1f} MiB.')
+se, sw, sx = (cases.get(k) for k in ("ours-save-every", "ours-scan-w", "scan-file"))
+if si and dc and se and sw and sx:
+    print(f'- Writable documents (FORMAT.md 16.2): one-row save at most 1.5× a durable copy: '
+          f'{verdict(si["time"] <= 1.5 * dc["time"], dc["time"])} — {per(si["time"], dc["time"], ".2f", "×")}; at most 0.15× a full save: '
+          f'{verdict(si["time"] <= 0.15 * s["time"])} — {per(si["time"], s["time"], ".3f", "×")}; open within 50 ms: '
+          f'{verdict(o["time"] <= 0.05)} — {o["time"] * 1000:.1f} ms.')
+    print(f'- ... a save after every page changed at most 1.1× a full save: {verdict(se["time"] <= 1.1 * s["time"])} — '
+          f'{secs(se["time"])} s vs {secs(s["time"])} s, {per(se["time"], s["time"], ".2f", "×")}.')
+    print(f'- ... a full scan through the writable VFS at least 0.8× the speed of the extracted working copy\'s: '
+          f'{verdict(sw["time"] * 0.8 <= sx["time"], sx["time"])} — {secs(sw["time"])} s vs {secs(sx["time"])} s, '
+          f'{per(sx["time"], sw["time"], ".2f", "×")} its speed.')
+    top = max(c["rss"] for c in (o, s, si, se, sw))
+    print(f'- ... peak RSS at most 64 MiB: {verdict(top <= 64)} — {top:.1f} MiB at most (open, saves, scan).')
 q, qd, qf, sc, sf = (cases.get(k) for k in ("ours-q-vfs", "ours-q-doc", "sqlite3-q", "ours-scan", "sqlite3-scan"))
 if q and qf and sc and sf:
     print(f'- Read-only open + point query in place within 50 ms in-process: {verdict(q["time"] <= 0.05)} — '

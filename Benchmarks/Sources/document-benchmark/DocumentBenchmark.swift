@@ -14,12 +14,14 @@
 //                                                          read-only Document.open (the store read in place)
 //   document-benchmark query-extract BUNDLE WORKDIR SQL    prints "query-extract SECONDS ...": the same after
 //                                                          extracting the bundle (how read-only opens worked before)
-//   document-benchmark scan-writable BUNDLE WORKDIR SQL    prints "scan-writable SECONDS ...": SQL run through a
+//   document-benchmark scan-writable BUNDLE WORKDIR SQL [--drop-caches]
+//                                                          prints "scan-writable SECONDS ...": SQL run through a
 //                                                          document open for writing (its store served from the
-//                                                          bundle), the page cache dropped after the open; only
-//                                                          the query is timed
-//   document-benchmark scan-file STORE SQL                 prints "scan-file SECONDS ...": the same SQL on a store
+//                                                          bundle), the page cache dropped after the open with
+//                                                          --drop-caches; only the query is timed
+//   document-benchmark scan-file STORE SQL [--drop-caches] prints "scan-file SECONDS ...": the same SQL on a store
 //                                                          file (an extracted working copy), page cache dropped
+//                                                          after the open with --drop-caches
 //
 // Each timed subcommand prints exactly one line on stdout; its first two fields are the operation and its time.
 // `open` times Document.open only (lock, checks, extraction into WORKDIR, opening the store); closing without
@@ -50,8 +52,8 @@ struct DocumentBenchmark {
                document-benchmark query BUNDLE SQL [CACHE_MIB]
                document-benchmark query-document BUNDLE WORKDIR SQL
                document-benchmark query-extract BUNDLE WORKDIR SQL
-               document-benchmark scan-writable BUNDLE WORKDIR SQL
-               document-benchmark scan-file STORE SQL
+               document-benchmark scan-writable BUNDLE WORKDIR SQL [--drop-caches]
+               document-benchmark scan-file STORE SQL [--drop-caches]
         """
 
     static func main() async {
@@ -89,11 +91,13 @@ struct DocumentBenchmark {
             case ("query-extract", 4):
                 try await queryExtracting(FilePath(arguments[1]), workingDirectory: FilePath(arguments[2]),
                                           sql: arguments[3])
-            case ("scan-writable", 4):
+            case ("scan-writable", 4), ("scan-writable", 5):
+                guard arguments.count == 4 || arguments[4] == "--drop-caches" else { fail(usage, status: 64) }
                 try await scanWritable(FilePath(arguments[1]), workingDirectory: FilePath(arguments[2]),
-                                       sql: arguments[3])
-            case ("scan-file", 3):
-                try await scanFile(FilePath(arguments[1]), sql: arguments[2])
+                                       sql: arguments[3], dropCaches: arguments.count == 5)
+            case ("scan-file", 3), ("scan-file", 4):
+                guard arguments.count == 3 || arguments[3] == "--drop-caches" else { fail(usage, status: 64) }
+                try await scanFile(FilePath(arguments[1]), sql: arguments[2], dropCaches: arguments.count == 4)
             default:
                 fail(usage, status: 64)
             }
@@ -179,12 +183,13 @@ struct DocumentBenchmark {
         print("query-document \(format(seconds(elapsed))) rows \(rows) bytes \(bytes)")
     }
 
-    /// A query through a document open for writing, timed alone (the open is not), the page cache dropped first.
-    static func scanWritable(_ bundle: FilePath, workingDirectory: FilePath, sql: String) async throws {
+    /// A query through a document open for writing, timed alone (the open is not), the page cache dropped first
+    /// when asked.
+    static func scanWritable(_ bundle: FilePath, workingDirectory: FilePath, sql: String, dropCaches: Bool) async throws {
         var options = Document.OpenOptions()
         options.workingDirectory = workingDirectory
         let document = try await Document.open(at: bundle, options: options)
-        try dropPageCache()
+        if dropCaches { try dropPageCache() }
         let start = ContinuousClock.now
         let (rows, bytes) = try await document.writer.read { db in try run(sql, db) }
         let elapsed = ContinuousClock.now - start
@@ -192,10 +197,11 @@ struct DocumentBenchmark {
         print("scan-writable \(format(seconds(elapsed))) rows \(rows) bytes \(bytes)")
     }
 
-    /// The same query on a store file opened with SQLite (an extracted working copy), the page cache dropped first.
-    static func scanFile(_ store: FilePath, sql: String) async throws {
+    /// The same query on a store file opened with SQLite (an extracted working copy), the page cache dropped first
+    /// when asked.
+    static func scanFile(_ store: FilePath, sql: String, dropCaches: Bool) async throws {
         let queue = try DatabaseQueue(path: store.string)
-        try dropPageCache()
+        if dropCaches { try dropPageCache() }
         let start = ContinuousClock.now
         let (rows, bytes) = try await queue.read { db in try run(sql, db) }
         let elapsed = ContinuousClock.now - start

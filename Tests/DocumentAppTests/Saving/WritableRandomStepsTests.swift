@@ -175,6 +175,9 @@ private final class Run {
     var saves = (incremental: 0, full: 0)
     var fullReasons: [String] = []
     var kills = (bundleAdvanced: 0, recoveredUnsaved: 0)
+    /// A VACUUM (it writes every page) since the last save or revert: the next save is full.
+    var vacuumUnsaved = false
+    var savesAfterVacuum = 0
 
     init(seed: UInt64, folder: FilePath) async throws {
         self.seed = seed
@@ -248,13 +251,23 @@ private final class Run {
     }
 
     /// Saving, in the model: the bundle takes the current content.
-    func markSaved() throws { try current.backup(to: saved) }
+    func markSaved() throws {
+        try current.backup(to: saved)
+        vacuumUnsaved = false
+    }
 
     /// Reverting, in the model: the current content goes back to the last save.
-    func markReverted() throws { try saved.backup(to: current) }
+    func markReverted() throws {
+        try saved.backup(to: current)
+        vacuumUnsaved = false
+    }
 
     func countSave() {
         guard let report = document.lastSave else { return }
+        if vacuumUnsaved {
+            savesAfterVacuum += 1
+            if report.mode != .full { Issue.record("\(context): a save after a VACUUM, which writes every page: \(report)") }
+        }
         switch report.mode {
         case .incremental: saves.incremental += 1
         case .full:
@@ -265,8 +278,8 @@ private final class Run {
 
     func save() async throws {
         try await document.save()
-        try markSaved()
         countSave()
+        try markSaved()
         guard document.state == .normal else { throw fail("after a save: \(document.state)") }
     }
 
@@ -366,6 +379,7 @@ private final class Run {
         case .vacuum:
             try await document.writer.writeWithoutTransaction { db in try db.execute(sql: "VACUUM") }
             try await current.vacuum()
+            vacuumUnsaved = true
         case .failedWrite:
             // A transaction that throws: rolled back, nothing to save.
             let before = document.state
@@ -406,8 +420,8 @@ private final class Run {
             guard document.state == .normal, document.lastSave != nil else {
                 throw fail("not autosaved in 30 s: \(document.state), \(String(describing: document.lastSaveError))")
             }
-            try markSaved()
             countSave()
+            try markSaved()
             try await check()
             try await close(savingChanges: chance(50))
             try await reopen()
@@ -518,7 +532,9 @@ struct WritableRandomStepsTests {
             run.context = "seed \(seed) setup"
             try await run.check()
             for index in 0..<count {
-                let kind = Kind.pick(&run.generator)
+                // > Every kind at least once when there are steps enough: the last steps take those not drawn yet.
+                let unseen = Kind.allCases.filter { run.kinds[$0] == nil }
+                let kind = unseen.count >= count - index ? unseen[run.random(0...(unseen.count - 1))] : Kind.pick(&run.generator)
                 run.context = "seed \(seed) step \(index) (\(kind.rawValue))"
                 run.kinds[kind, default: 0] += 1
                 do {
@@ -543,6 +559,7 @@ struct WritableRandomStepsTests {
                   + "kills: the bundle advanced in \(run.kills.bundleAdvanced), recovery had unsaved entries in \(run.kills.recoveredUnsaved)")
             let explicitSaves = [Kind.save, .saveTwice, .saveThenRevert, .autosave].reduce(0) { $0 + (run.kinds[$1] ?? 0) }
             if explicitSaves > 0 { #expect(run.saves.incremental > 0, "seed \(seed): no incremental save") }
+            if run.savesAfterVacuum > 0 { #expect(run.saves.full > 0, "seed \(seed): no full save") }
         }
     }
 }

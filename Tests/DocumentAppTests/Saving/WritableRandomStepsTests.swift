@@ -291,8 +291,10 @@ private final class Run {
         guard left.isEmpty else { throw fail("a working copy is left after close: \(left)") }
     }
 
+    /// Opens the bundle again after a close: nothing to recover, nothing unsaved.
     func reopen(autosave: Double? = nil) async throws {
         document = try await Document.open(at: bundle, options: Run.options(folder, autosave: autosave))
+        guard document.state == .normal else { throw fail("opened again after a close: \(document.state)") }
     }
 
     // MARK: The steps
@@ -469,7 +471,7 @@ private final class Run {
         if savedTop > before { kills.bundleAdvanced += 1 }
 
         // Recovery: every committed entry, and at most the one that was committing.
-        try await reopen()
+        document = try await Document.open(at: bundle, options: Run.options(folder))
         guard let recovered = try await document.reader.read({ db in try journalIDs(db) }) else {
             throw fail("a recovered entry does not match its payload")
         }

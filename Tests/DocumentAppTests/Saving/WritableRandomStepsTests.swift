@@ -543,8 +543,9 @@ struct WritableRandomStepsTests {
                     try await run.step(kind)
                     try await run.check()
                 } catch {
+                    // > The run stops at its first failure: the steps after it would test another model.
                     Issue.record("\(run.context): \(error)")
-                    throw error
+                    return
                 }
             }
             run.context = "seed \(seed) end"

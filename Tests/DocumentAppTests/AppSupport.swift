@@ -40,7 +40,16 @@ struct StoreContent: Equatable, CustomStringConvertible {
             let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.quotedDatabaseIdentifier) ORDER BY rowid")
             while let row = try rows.next() {
                 count += 1
-                for (column, value) in row { hasher.update(data: Array("\(column)=\(value.databaseValue)\u{1F}".utf8)) }
+                for (column, value) in row {
+                    // > A blob's description names only its length: its bytes are hashed themselves.
+                    if case .blob(let data) = value.databaseValue.storage {
+                        hasher.update(data: Array("\(column)=blob \(data.count):".utf8))
+                        hasher.update(data: data)
+                        hasher.update(data: [0x1F])
+                    } else {
+                        hasher.update(data: Array("\(column)=\(value.databaseValue)\u{1F}".utf8))
+                    }
+                }
                 hasher.update(data: [0x1E])
             }
             tables[table] = "\(count):" + hasher.finalize().map { String(format: "%02x", $0) }.joined()

@@ -129,7 +129,7 @@ extension SegmentReuse {
         let digestCount = Int((size + interval - 1) / interval)
         let count = Int((size + restartInterval - 1) / restartInterval)
         var untouched = [Bool](repeating: true, count: digestCount)
-        for page in store.presentPages {
+        store.presentPages.forEach { page in
             // > A page is never larger than a digest segment (64 KiB at most, segments 128 KiB at least).
             let start = page * Int64(store.pageSize), end = start + Int64(store.pageSize)
             for digest in Int(start / interval)...Int((end - 1) / interval) where digest < digestCount {

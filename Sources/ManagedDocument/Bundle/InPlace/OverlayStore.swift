@@ -48,9 +48,9 @@ final class OverlayStore: StoreSource {
         /// The sequence number of the last record.
         var sequence: UInt64
         /// The blocks `overlay` holds (those recorded, and those written since).
-        var present: Set<Int64>
+        var present: PageSet
         /// The blocks made present since the last record.
-        var pending: Set<Int64>
+        var pending: PageSet
         var logicalSize: Int64
         /// The base is seen below this offset only (FORMAT.md 16.2; ``OverlayMap``).
         var baseLimit: Int64
@@ -159,7 +159,7 @@ extension OverlayStore {
     /// The state the map's records describe, with `overlay` opened and cut to the logical size.
     private static func recover(_ parsed: OverlayMap, base: any StoreSource, map: FileDescriptor,
                                 folder: FilePath) throws -> State {
-        var present = Set<Int64>()
+        var present = PageSet()
         for record in parsed.records { present.formUnion(record.pages) }
         let size = parsed.records.last?.logicalSize ?? parsed.header.baseSize
         let limit = parsed.records.last?.baseLimit ?? parsed.header.baseSize
@@ -180,7 +180,7 @@ extension OverlayStore {
             throw error
         }
         return State(base: base, overlay: overlay, map: map, mapLength: Int64(parsed.length),
-                     sequence: parsed.records.last?.sequence ?? 0, present: present, pending: [], logicalSize: size,
+                     sequence: parsed.records.last?.sequence ?? 0, present: present, pending: PageSet(), logicalSize: size,
                      baseLimit: limit, recordedSize: size, recordedLimit: limit)
     }
 
@@ -246,8 +246,8 @@ extension OverlayStore {
             state.map = files.map
             state.mapLength = files.mapLength
             state.sequence = 0
-            state.present = []
-            state.pending = []
+            state.present = PageSet()
+            state.pending = PageSet()
             state.logicalSize = newBase.size
             state.baseLimit = newBase.size
             state.recordedSize = newBase.size
@@ -326,7 +326,7 @@ extension OverlayStore {
     var base: any StoreSource { state.withLock { $0.base } }
 
     /// The blocks (of ``pageSize`` bytes) `overlay` holds, in order: those the map records and those written since.
-    var presentPages: [Int64] { state.withLock { $0.present.sorted() } }
+    var presentPages: PageSet { state.withLock { $0.present } }
 
     /// Copies `count` bytes at `offset` as SQLite reads them (base and overlay composed) into `buffer`; returns how
     /// many lie inside the logical size (the rest is zeros).
@@ -411,6 +411,11 @@ extension OverlayStore {
                     return
                 }
                 try Self.resize(state.overlay, to: size, path: overlayPath)
+                // > A page wholly past the end reads zeros whether it is present (the overlay is cut) or not (past
+                // > the base limit): it is forgotten, so the sets never outgrow the store.
+                let end = size / Int64(pageSize) + (size % Int64(pageSize) == 0 ? 0 : 1)
+                state.present.removeAll(from: end)
+                state.pending.removeAll(from: end)
                 state.baseLimit = min(state.baseLimit, size)
                 state.logicalSize = size
                 state.isOverlayDirty = true
@@ -508,7 +513,7 @@ extension OverlayStore {
             }
             try writeAll(state.overlay, bytes + done, count: end - done, at: position, path: store.overlayPath)
             for index in blocks {
-                if state.present.insert(index).inserted { state.pending.insert(index) }
+                if state.present.insert(index) { state.pending.insert(index) }
             }
             done = end
         }
@@ -542,7 +547,7 @@ extension OverlayStore {
             || state.baseLimit != state.recordedLimit else { return }
         state.afterOverlaySync?()
         let record = OverlayMap.Record(sequence: state.sequence + 1, logicalSize: state.logicalSize,
-                                       baseLimit: state.baseLimit, pages: state.pending.sorted())
+                                       baseLimit: state.baseLimit, pages: state.pending.sorted)
         let bytes = OverlayMap.encode(record)
         do {
             try bytes.withUnsafeBytes { raw in
@@ -556,7 +561,7 @@ extension OverlayStore {
         }
         state.mapLength += Int64(bytes.count)
         state.sequence = record.sequence
-        state.pending = []
+        state.pending = PageSet()
         state.recordedSize = state.logicalSize
         state.recordedLimit = state.baseLimit
     }

@@ -49,9 +49,10 @@ struct OverlayCrashTests {
         let imageMapLength: Int
     }
 
-    static func syncImage(in directory: FilePath) throws -> SyncImage {
+    static func syncImage(in directory: FilePath, pagesPerRecord: Int? = nil) throws -> SyncImage {
         let fixture = try OverlayFixture(in: directory, bytes: 2_000_000)
         let connection = try OverlayConnection(fixture.create("wc", in: directory))
+        if let pagesPerRecord { connection.store.pagesPerRecord = pagesPerRecord }
         try OverlayStoreTests.change([connection.queue], round: 1)
         let committed = try connection.digests()
         let folder = connection.store.folder
@@ -106,6 +107,29 @@ struct OverlayCrashTests {
             #expect(try recovered.digests() == taken.committed)
             #expect(try recovered.queue.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") } == "ok")
             try recovered.close()
+        }
+    }
+
+    @Test("a crash between the records of one xSync (a commit of many pages, recorded 2 pages a record): every prefix of them reads as the previous commit")
+    func betweenRecords() async throws {
+        try await withTemporaryDirectory { directory in
+            let taken = try Self.syncImage(in: directory, pagesPerRecord: 2)
+            // > Where the map's records end, for each prefix of the commit's bytes (the parser stops at the last whole one).
+            var ends: [Int] = []
+            for cut in taken.imageMapLength...taken.finalMap.count {
+                let end = try OverlayMap(parsing: Array(taken.finalMap[..<cut]), path: taken.image).length
+                if end > taken.imageMapLength, end < taken.finalMap.count, ends.last != end { ends.append(end) }
+            }
+            #expect(ends.count >= 3, "the commit wrote several records")
+            for (index, end) in ends.enumerated() where index % max(1, ends.count / 6) == 0 {
+                let image = directory.appending("image-\(end)")
+                try OverlayFiles.image(of: taken.image, to: image)
+                try Data(taken.finalMap[..<end]).write(to: URL(fileURLWithPath: image.appending(OverlayStore.mapName).string))
+                let recovered = try OverlayConnection(taken.fixture.open(image))
+                #expect(try recovered.digests() == taken.committed, "map cut after \(end) bytes")
+                #expect(try recovered.queue.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") } == "ok")
+                try recovered.close()
+            }
         }
     }
 

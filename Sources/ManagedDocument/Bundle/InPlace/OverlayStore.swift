@@ -66,6 +66,8 @@ final class OverlayStore: StoreSource {
         var isBroken: DocumentError?
         /// Called in `xSync` once `overlay` is flushed, before the record is appended (tests only).
         var afterOverlaySync: (@Sendable () -> Void)?
+        /// The most blocks one record names (``defaultPagesPerRecord``; fewer in tests).
+        var pagesPerRecord = OverlayStore.defaultPagesPerRecord
     }
 
     /// A store over the state ``open(folder:base:expectedIdentity:expectedDigest:)`` recovered.
@@ -354,6 +356,13 @@ extension OverlayStore {
         set { state.withLock { $0.afterOverlaySync = newValue } }
     }
 
+    /// The most blocks one record of `map` names: ``defaultPagesPerRecord`` in production (tests make records of a
+    /// few pages).
+    var pagesPerRecord: Int {
+        get { state.withLock { $0.pagesPerRecord } }
+        set { state.withLock { $0.pagesPerRecord = max(1, newValue) } }
+    }
+
     /// The failure SQLite met reading or writing (a damaged base segment, named) in place of its "disk I/O error".
     func reported(_ error: any Error) -> any Error {
         failure ?? error
@@ -536,8 +545,14 @@ extension OverlayStore {
         state.pending.insert(index)
     }
 
-    /// `overlay` flushed, then one record naming the blocks made present since the last one, the logical size and
-    /// the base limit appended to `map` and flushed. Nothing is appended when nothing changed.
+    /// `overlay` flushed, then records naming the blocks made present since the last one (at most
+    /// ``defaultPagesPerRecord`` each), the logical size and the base limit appended to `map`, and `map` flushed once.
+    /// Nothing is appended when nothing changed.
+    ///
+    /// A transaction of many pages is recorded in several records, so that no record, and no array of its pages,
+    /// grows with the store. A crash between two of them is as safe as a torn record: a block made present since
+    /// the last `xSync` was the base's before it, so where it is not recorded it reads as it did before the
+    /// transaction, and SQLite's hot journal rolls back the blocks that are.
     private static func sync(_ state: inout State, _ store: OverlayStore) throws {
         if state.isOverlayDirty {
             try dataSync(state.overlay, path: store.overlayPath)
@@ -546,25 +561,44 @@ extension OverlayStore {
         guard !state.pending.isEmpty || state.logicalSize != state.recordedSize
             || state.baseLimit != state.recordedLimit else { return }
         state.afterOverlaySync?()
-        let record = OverlayMap.Record(sequence: state.sequence + 1, logicalSize: state.logicalSize,
-                                       baseLimit: state.baseLimit, pages: state.pending.sorted)
-        let bytes = OverlayMap.encode(record)
+        var sequence = state.sequence
+        var end = state.mapLength
         do {
-            try bytes.withUnsafeBytes { raw in
-                try writeAll(state.map, raw.baseAddress!, count: raw.count, at: state.mapLength, path: store.mapPath)
+            var pages: [Int64] = []
+            pages.reserveCapacity(min(state.pending.count, state.pagesPerRecord))
+            func append(_ pages: [Int64], _ state: State) throws {
+                sequence += 1
+                let record = OverlayMap.Record(sequence: sequence, logicalSize: state.logicalSize,
+                                               baseLimit: state.baseLimit, pages: pages)
+                let bytes = OverlayMap.encode(record)
+                try bytes.withUnsafeBytes { raw in
+                    try writeAll(state.map, raw.baseAddress!, count: raw.count, at: end, path: store.mapPath)
+                }
+                end += Int64(bytes.count)
             }
+            try state.pending.forEach { page in
+                pages.append(page)
+                if pages.count == state.pagesPerRecord {
+                    try append(pages, state)
+                    pages.removeAll(keepingCapacity: true)
+                }
+            }
+            if !pages.isEmpty || sequence == state.sequence { try append(pages, state) }
             try dataSync(state.map, path: store.mapPath)
         } catch {
-            // > The record is written again, whole, at the same place at the next xSync; a torn rest is cut off.
+            // > The records are written again, whole, at the same place at the next xSync; a torn rest is cut off.
             try? resize(state.map, to: state.mapLength, path: store.mapPath)  // Squash: recovery cuts it too.
             throw error
         }
-        state.mapLength += Int64(bytes.count)
-        state.sequence = record.sequence
+        state.mapLength = end
+        state.sequence = sequence
         state.pending = PageSet()
         state.recordedSize = state.logicalSize
         state.recordedLimit = state.baseLimit
     }
+
+    /// The most blocks one record of `map` names (512 KiB of page numbers).
+    static let defaultPagesPerRecord = 65_536
 }
 
 // MARK: - Files

@@ -40,16 +40,7 @@ struct StoreContent: Equatable, CustomStringConvertible {
             let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.quotedDatabaseIdentifier) ORDER BY rowid")
             while let row = try rows.next() {
                 count += 1
-                for (column, value) in row {
-                    // > A blob's description names only its length: its bytes are hashed themselves.
-                    if case .blob(let data) = value.databaseValue.storage {
-                        hasher.update(data: Array("\(column)=blob \(data.count):".utf8))
-                        hasher.update(data: data)
-                        hasher.update(data: [0x1F])
-                    } else {
-                        hasher.update(data: Array("\(column)=\(value.databaseValue)\u{1F}".utf8))
-                    }
-                }
+                for (column, value) in row { hashValue(value.databaseValue, named: column, into: &hasher) }
                 hasher.update(data: [0x1E])
             }
             tables[table] = "\(count):" + hasher.finalize().map { String(format: "%02x", $0) }.joined()
@@ -57,6 +48,53 @@ struct StoreContent: Equatable, CustomStringConvertible {
     }
 
     var description: String { "tables \(tables.keys.sorted()) user_version \(userVersion)" }
+}
+
+/// Feeds a column's name and value into `hasher`: the value's type and all its bytes (a blob's bytes themselves, not
+/// its description, which names only its length).
+func hashValue(_ value: DatabaseValue, named column: String, into hasher: inout SHA256) {
+    hasher.update(data: Array(column.utf8) + [0x1F])
+    switch value.storage {
+    case .null: hasher.update(data: [0])
+    case .int64(let int): withUnsafeBytes(of: int.littleEndian) { hasher.update(data: [1] + $0) }
+    case .double(let double): withUnsafeBytes(of: double.bitPattern.littleEndian) { hasher.update(data: [2] + $0) }
+    case .string(let string): hasher.update(data: [3] + Array("\(string.utf8.count):".utf8) + Array(string.utf8))
+    case .blob(let data):
+        hasher.update(data: [4] + Array("\(data.count):".utf8))
+        hasher.update(data: data)
+    }
+}
+
+/// The payload of `notes-app journal` entry `id` (NotesApp.journalPayload).
+func journalPayload(_ id: Int) -> Data {
+    Data((0..<1024).map { UInt8(truncatingIfNeeded: ($0 / 8) &* 7 &+ id) })
+}
+
+/// The journal entries `notes-app journal` wrote in a store: their ids, in order, once each is checked against its
+/// text and payload; `nil` when one does not match.
+func journalIDs(_ db: Database) throws -> [Int]? {
+    guard try db.tableExists("entry") else { return [] }
+    var ids: [Int] = []
+    for row in try Row.fetchAll(db, sql: "SELECT id, text, payload FROM entry ORDER BY id") {
+        let id: Int = row["id"]
+        guard row["text"] == "entry \(id)", row["payload"] == journalPayload(id) else { return nil }
+        ids.append(id)
+    }
+    return ids
+}
+
+/// The working copies' folder `notes-app` uses when run by `NotesApp` (TestSupport) in `directory` (its default,
+/// under TMPDIR).
+func childWorkingDirectory(_ directory: FilePath) -> FilePath {
+    directory.appending("tmp").appending("ManagedDocument-\(geteuid())")
+}
+
+/// Text that deflates as an app's rows do (words), different for every row.
+func words(_ count: Int, _ generator: inout SeededGenerator) -> String {
+    let vocabulary = ["meeting", "notes", "budget", "garden", "river", "invoice", "draft", "summer", "kitchen",
+                      "project", "review", "travel", "market", "letter", "window", "coffee", "signal", "paper"]
+    return (0..<count).map { _ in vocabulary[Int(generator.next() % UInt64(vocabulary.count))] + "\(generator.next() % 97)" }
+        .joined(separator: " ")
 }
 
 /// The permission bits and owner of a file (`lstat`).

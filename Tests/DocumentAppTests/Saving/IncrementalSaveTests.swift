@@ -8,13 +8,6 @@ import SystemPackage
 import TestSupport
 import Testing
 
-/// Text that deflates as an app's rows do (words), different for every row.
-private func words(_ count: Int, _ generator: inout SeededGenerator) -> String {
-    let vocabulary = ["meeting", "notes", "budget", "garden", "river", "invoice", "draft", "summer", "kitchen",
-                      "project", "review", "travel", "market", "letter", "window", "coffee", "signal", "paper"]
-    return (0..<count).map { _ in vocabulary[Int(generator.next() % UInt64(vocabulary.count))] + "\(generator.next() % 97)" }
-        .joined(separator: " ")
-}
 
 /// Creates a `note` table holding `rows`, and saves.
 private func addNotes(_ rows: [String], to document: Document) async throws {

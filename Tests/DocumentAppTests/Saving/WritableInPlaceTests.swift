@@ -21,13 +21,6 @@ private func allocated(_ path: FilePath) -> Int64 {
     return Int64(info.st_blocks) * 512
 }
 
-/// Text that deflates as an app's rows do, different for every row.
-private func words(_ count: Int, _ generator: inout SeededGenerator) -> String {
-    let vocabulary = ["meeting", "notes", "budget", "garden", "river", "invoice", "draft", "summer", "kitchen",
-                      "project", "review", "travel", "market", "letter", "window", "coffee", "signal", "paper"]
-    return (0..<count).map { _ in vocabulary[Int(generator.next() % UInt64(vocabulary.count))] + "\(generator.next() % 97)" }
-        .joined(separator: " ")
-}
 
 /// Makes a document of `rows` text rows of about 3 KiB each (1600 rows: about 5 MiB, deflated with a restart index
 /// and segment digests).
@@ -58,28 +51,8 @@ private func change(_ sql: String, _ document: Document, _ model: DatabaseQueue)
     try await model.write { db in try db.execute(sql: sql) }
 }
 
-/// The payload of `notes-app journal` entry `id` (NotesApp.journalPayload).
-private func journalPayload(_ id: Int) -> Data {
-    Data((0..<1024).map { UInt8(truncatingIfNeeded: ($0 / 8) &* 7 &+ id) })
-}
 
-/// The journal entries of a store: their ids, in order, once each is checked against its payload; `nil` when one
-/// does not match.
-private func journalIDs(_ db: Database) throws -> [Int]? {
-    guard try db.tableExists("entry") else { return [] }
-    var ids: [Int] = []
-    for row in try Row.fetchAll(db, sql: "SELECT id, text, payload FROM entry ORDER BY id") {
-        let id: Int = row["id"]
-        guard row["text"] == "entry \(id)", row["payload"] == journalPayload(id) else { return nil }
-        ids.append(id)
-    }
-    return ids
-}
 
-/// The working copies' folder `notes-app` uses when run by `NotesApp` (TestSupport) in `directory` (its default, under TMPDIR).
-private func childWorkingDirectory(_ directory: FilePath) -> FilePath {
-    directory.appending("tmp").appending("ManagedDocument-\(geteuid())")
-}
 
 @Suite("Writable documents served from the bundle: nothing extracted, saves that copy what no write touched")
 struct WritableInPlaceTests {

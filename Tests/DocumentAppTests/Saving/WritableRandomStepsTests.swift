@@ -23,35 +23,9 @@ private func files(below folder: FilePath) -> [String] {
     return found.sorted()
 }
 
-/// The working copies' folder `notes-app` uses when run by `NotesApp` (TestSupport) in `directory`.
-private func childWorkingDirectory(_ directory: FilePath) -> FilePath {
-    directory.appending("tmp").appending("ManagedDocument-\(geteuid())")
-}
 
-/// The payload of `notes-app journal` entry `id` (NotesApp.journalPayload).
-private func journalPayload(_ id: Int) -> Data {
-    Data((0..<1024).map { UInt8(truncatingIfNeeded: ($0 / 8) &* 7 &+ id) })
-}
 
-/// The journal entries of a store, their ids in order, each checked against its text and payload; `nil` when one
-/// does not match.
-private func journalIDs(_ db: Database) throws -> [Int]? {
-    var ids: [Int] = []
-    for row in try Row.fetchAll(db, sql: "SELECT id, text, payload FROM entry ORDER BY id") {
-        let id: Int = row["id"]
-        guard row["text"] == "entry \(id)", row["payload"] == journalPayload(id) else { return nil }
-        ids.append(id)
-    }
-    return ids
-}
 
-/// Text that deflates as an app's rows do.
-private func words(_ count: Int, _ generator: inout SeededGenerator) -> String {
-    let vocabulary = ["meeting", "notes", "budget", "garden", "river", "invoice", "draft", "summer", "kitchen",
-                      "project", "review", "travel", "market", "letter", "window", "coffee", "signal", "paper"]
-    return (0..<count).map { _ in vocabulary[Int(generator.next() % UInt64(vocabulary.count))] + "\(generator.next() % 97)" }
-        .joined(separator: " ")
-}
 
 /// Bytes that do not deflate: a large blob makes the bundle grow by about its size.
 private func noise(_ count: Int, _ generator: inout SeededGenerator) -> Data {
@@ -78,18 +52,7 @@ private struct Content: Equatable {
             let rows = try Row.fetchCursor(db, sql: "SELECT rowid AS \"rowid:\", * FROM \(table.quotedDatabaseIdentifier) ORDER BY rowid")
             while let row = try rows.next() {
                 count += 1
-                for (column, value) in row {
-                    hasher.update(data: Array(column.utf8) + [0x1F])
-                    switch value.storage {
-                    case .null: hasher.update(data: [0])
-                    case .int64(let int): withUnsafeBytes(of: int.littleEndian) { hasher.update(data: [1] + $0) }
-                    case .double(let double): withUnsafeBytes(of: double.bitPattern.littleEndian) { hasher.update(data: [2] + $0) }
-                    case .string(let string): hasher.update(data: [3] + Array("\(string.utf8.count):".utf8) + Array(string.utf8))
-                    case .blob(let data):
-                        hasher.update(data: [4] + Array("\(data.count):".utf8))
-                        hasher.update(data: data)
-                    }
-                }
+                for (column, value) in row { hashValue(value, named: column, into: &hasher) }
                 hasher.update(data: [0x1E])
             }
             tables[table] = "\(count) rows " + hasher.finalize().prefix(8).map { String(format: "%02x", $0) }.joined()

@@ -29,15 +29,16 @@ struct StoreContent: Equatable, CustomStringConvertible {
     var userVersion: Int
     var schema: [String]
 
-    init(_ db: Database) throws {
-        schema = try String.fetchAll(db, sql: "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")
+    /// - Parameter rowIDs: whether each row's rowid counts too (not across a VACUUM, which may renumber them).
+    init(_ db: Database, rowIDs: Bool = false) throws {
+        schema = try String.fetchAll(db, sql: "SELECT type || ' ' || name || ': ' || sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")
         userVersion = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
         tables = [:]
         let names = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
         for table in names {
             var hasher = SHA256()
             var count = 0
-            let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.quotedDatabaseIdentifier) ORDER BY rowid")
+            let rows = try Row.fetchCursor(db, sql: "SELECT \(rowIDs ? "rowid AS \"rowid:\", " : "")* FROM \(table.quotedDatabaseIdentifier) ORDER BY rowid")
             while let row = try rows.next() {
                 count += 1
                 for (column, value) in row { hashValue(value.databaseValue, named: column, into: &hasher) }
@@ -48,6 +49,19 @@ struct StoreContent: Equatable, CustomStringConvertible {
     }
 
     var description: String { "tables \(tables.keys.sorted()) user_version \(userVersion)" }
+
+    /// What differs from `other`, in a line.
+    func difference(from other: StoreContent) -> String {
+        var lines: [String] = []
+        if schema != other.schema {
+            lines.append("schema: \(Set(schema).subtracting(other.schema).sorted()) here, \(Set(other.schema).subtracting(schema).sorted()) expected")
+        }
+        if userVersion != other.userVersion { lines.append("user_version \(userVersion), expected \(other.userVersion)") }
+        for name in Set(tables.keys).union(other.tables.keys).sorted() where tables[name] != other.tables[name] {
+            lines.append("\(name): \(tables[name] ?? "absent"), expected \(other.tables[name] ?? "absent")")
+        }
+        return lines.isEmpty ? "equal" : lines.joined(separator: "; ")
+    }
 }
 
 /// Feeds a column's name and value into `hasher`: the value's type and all its bytes (a blob's bytes themselves, not

@@ -34,45 +34,6 @@ private func noise(_ count: Int, _ generator: inout SeededGenerator) -> Data {
     return data.prefix(count)
 }
 
-/// The content of a store: its schema, `user_version`, and per table the row count and a SHA-256 of every value
-/// (its type and all its bytes, blobs included) in rowid order.
-private struct Content: Equatable {
-    var schema: [String]
-    var userVersion: Int
-    var tables: [String: String]
-
-    init(_ db: Database) throws {
-        schema = try String.fetchAll(db, sql: "SELECT type || ' ' || name || ': ' || sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")
-        userVersion = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
-        tables = [:]
-        let names = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
-        for table in names {
-            var hasher = SHA256()
-            var count = 0
-            let rows = try Row.fetchCursor(db, sql: "SELECT rowid AS \"rowid:\", * FROM \(table.quotedDatabaseIdentifier) ORDER BY rowid")
-            while let row = try rows.next() {
-                count += 1
-                for (column, value) in row { hashValue(value, named: column, into: &hasher) }
-                hasher.update(data: [0x1E])
-            }
-            tables[table] = "\(count) rows " + hasher.finalize().prefix(8).map { String(format: "%02x", $0) }.joined()
-        }
-    }
-
-    /// What differs from `other`, in a line.
-    func difference(from other: Content) -> String {
-        var lines: [String] = []
-        if schema != other.schema {
-            lines.append("schema: \(Set(schema).subtracting(other.schema).sorted()) here, \(Set(other.schema).subtracting(schema).sorted()) expected")
-        }
-        if userVersion != other.userVersion { lines.append("user_version \(userVersion), expected \(other.userVersion)") }
-        for name in Set(tables.keys).union(other.tables.keys).sorted() where tables[name] != other.tables[name] {
-            lines.append("\(name): \(tables[name] ?? "absent"), expected \(other.tables[name] ?? "absent")")
-        }
-        return lines.isEmpty ? "equal" : lines.joined(separator: "; ")
-    }
-}
-
 /// The kinds of step, with their weights.
 private enum Kind: String, CaseIterable {
     case updateNotes, insertNotes, deleteNotes, createTable, dropTable, addColumn, tableRows, insertBlob, deleteBlob,
@@ -470,11 +431,11 @@ private final class Run {
 
     /// The document holds the model's current content, the bundle its saved content.
     func check() async throws {
-        let expectedNow = try await current.read { db in try Content(db) }
-        let now = try await document.reader.read { db in try Content(db) }
+        let expectedNow = try await current.read { db in try StoreContent(db, rowIDs: true) }
+        let now = try await document.reader.read { db in try StoreContent(db, rowIDs: true) }
         guard now == expectedNow else { throw fail("the document differs from the model: \(now.difference(from: expectedNow))") }
-        let expectedSaved = try await saved.read { db in try Content(db) }
-        let inBundle = try await readBundle { db in try Content(db) }
+        let expectedSaved = try await saved.read { db in try StoreContent(db, rowIDs: true) }
+        let inBundle = try await readBundle { db in try StoreContent(db, rowIDs: true) }
         guard inBundle == expectedSaved else { throw fail("the bundle differs from the last save: \(inBundle.difference(from: expectedSaved))") }
         let unsaved = expectedNow != expectedSaved
         // > Equal content can still be unsaved (a VACUUM, a row changed and changed back): only unsaved content is
@@ -514,8 +475,8 @@ struct WritableRandomStepsTests {
             run.context = "seed \(seed) end"
             try await run.close(savingChanges: true)
             _ = try BundleReader(at: run.bundle).verify(full: true, workingDirectory: folder)
-            let expected = try await run.saved.read { db in try Content(db) }
-            let inBundle = try await run.readBundle { db in try Content(db) }
+            let expected = try await run.saved.read { db in try StoreContent(db, rowIDs: true) }
+            let inBundle = try await run.readBundle { db in try StoreContent(db, rowIDs: true) }
             #expect(inBundle == expected, "\(run.context): \(inBundle.difference(from: expected))")
 
             let steps = Kind.allCases.compactMap { kind in run.kinds[kind].map { "\(kind.rawValue) \($0)" } }

@@ -179,6 +179,13 @@ struct OverlayStoreTests {
         var badHeader = whole
         badHeader[20] ^= 1
         #expect(throws: DocumentError.self) { _ = try OverlayMap(parsing: badHeader, path: path) }
+        // > Numbers no SQLite store reaches, with good checksums: the record is read as damaged, not trusted.
+        for hostile in [OverlayMap.Record(sequence: 2, logicalSize: 1 << 60, baseLimit: 8192, pages: [1]),
+                        OverlayMap.Record(sequence: 2, logicalSize: 8192, baseLimit: 8192, pages: [1, 1 << 61]),
+                        OverlayMap.Record(sequence: 2, logicalSize: 8192, baseLimit: 8192, pages: [Int64.max])] {
+            let map = try OverlayMap(parsing: head + bodies[0] + OverlayMap.encode(hostile) + bodies[2], path: path)
+            #expect(map.records == Array(records.prefix(1)) && map.length == head.count + bodies[0].count)
+        }
     }
 }
 

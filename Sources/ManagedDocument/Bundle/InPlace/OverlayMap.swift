@@ -75,6 +75,10 @@ struct OverlayMap: Sendable {
     static let pendingBaseKind: UInt32 = 2
     /// The longest digest a pending-base record holds (a SHA-256 in hex is 64 bytes).
     static let maximumDigestLength = 1024
+    /// The largest logical size a map names: 2⁴⁸ bytes, more than SQLite's largest database (4,294,967,294 pages of
+    /// 64 KiB). A page number is below 2⁴⁸ ÷ 512, so that its offset and its end are sums that never overflow; a
+    /// record past either never came from SQLite and is read as damaged.
+    static let maximumLogicalSize: Int64 = 1 << 48
     /// Bytes of a record around its page numbers: length, kind, sequence, two sizes, count, CRC-32.
     static let recordOverhead = 4 + 4 + 8 + 8 + 8 + 4 + 4
 
@@ -174,7 +178,7 @@ struct OverlayMap: Sendable {
         crc.update(Array(reader.bytes[0..<reader.offset]))
         guard reader.read(UInt32.self) == crc.value else { throw damaged("has a header whose CRC-32 does not match") }
         guard version == Self.version, pageSize >= 512, pageSize <= 65_536, pageSize & (pageSize - 1) == 0,
-              baseSize >= 0, let text = String(validating: digest, as: UTF8.self) else {
+              baseSize >= 0, baseSize <= maximumLogicalSize, let text = String(validating: digest, as: UTF8.self) else {
             throw damaged("has a header with impossible values")
         }
         return Header(pageSize: Int(pageSize),
@@ -215,11 +219,12 @@ struct OverlayMap: Sendable {
         guard bodyLength >= recordOverhead - 8, (bodyLength - (recordOverhead - 8)) % 8 == 0,
               let logicalSize = fields.read(Int64.self), let baseLimit = fields.read(Int64.self),
               let count = fields.read(UInt32.self), Int(count) * 8 == bodyLength - (recordOverhead - 8),
-              logicalSize >= 0, baseLimit >= 0, baseLimit <= logicalSize else { return nil }
+              logicalSize >= 0, logicalSize <= maximumLogicalSize, baseLimit >= 0, baseLimit <= logicalSize
+        else { return nil }
         var pages: [Int64] = []
         pages.reserveCapacity(Int(count))
         for _ in 0..<count {
-            guard let page = fields.read(Int64.self), page >= 0 else { return nil }
+            guard let page = fields.read(Int64.self), page >= 0, page < maximumLogicalSize / 512 else { return nil }
             pages.append(page)
         }
         return Record(sequence: sequence, logicalSize: logicalSize, baseLimit: baseLimit, pages: pages)

@@ -36,9 +36,17 @@ extension BundleWriter {
             }
         }
         var position: Int64 = 0
+        // > The overlay's bytes are asked for a window ahead of the reads (the base reads ahead on its own).
+        let window: Int64 = 32 << 20
+        var advisedTo: Int64 = 0
         let read: (UnsafeMutableRawBufferPointer) throws -> Int = { buffer in
             let wanted = Int(min(Int64(buffer.count), max(0, size - position)))
             guard wanted > 0, let address = buffer.baseAddress else { return 0 }
+            if position + window / 2 >= advisedTo, advisedTo < size {
+                let end = min(size, max(advisedTo, position) + window)
+                store.readAhead(max(advisedTo, position)..<end)
+                advisedTo = end
+            }
             let count = try store.read(into: address, count: wanted, at: position)
             position += Int64(count)
             return count

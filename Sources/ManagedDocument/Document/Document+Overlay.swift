@@ -153,7 +153,11 @@ extension Document {
             let source = SegmentSource(reader, plan: plan, cacheSize: BundleStore.defaultCacheSize)
             try overlay.reset(newBase: source, identity: OverlayMap.BaseIdentity(reader.openedIdentity),
                               digest: reader.metadata.store.contentDigest)
-            guarded.withLock { $0.overlayBase = reader }
+            let replaced = guarded.withLock { state -> BundleReader? in
+                defer { state.overlayBase = reader }
+                return state.overlayBase
+            }
+            FileSystem.retire([], [replaced])
         } catch {
             options.logger.warning("\(path): the working copy could not be laid over the saved bundle: \(error)")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import SystemPackage
 import TestSupport
 import Testing
@@ -52,6 +53,48 @@ struct RealStoreTests {
             #expect(coreData.storeType == "SQLite")
             #expect(!coreData.modelVersionHashes.isEmpty)
             #expect(coreData.frameworkVersion != nil)
+        }
+    }
+
+    @Test("each real store's bundle written as format version 1 opens for writing, saves a change as version 2 and verifies, row by row",
+          arguments: sources)
+    func version1SavesAsVersion2(relative: String) async throws {
+        let root = try #require(Corpus.root)
+        try await withTemporaryDirectory { directory in
+            let original = root.appending(relative)
+            let folder = directory.appending("work")
+            #expect(try run("cp", ["-R", original.removingLastComponent().string, folder.string]).status == 0)
+            var options = ConversionOptions()
+            options.legacyPolicy = .keep
+            let report = try LegacyConverter(options: options)
+                .convert(storeAt: folder.appending(original.lastComponent!.string), to: directory.appending("new.mdz"))
+            // > The same content as a version 1 writer described it: store.sha256, no store digest, no CRC-32s.
+            let reader = try BundleReader(at: FilePath(report.bundle))
+            let extracted = try reader.extract(into: directory.appending("extracted"))
+            var parts = ZipSurgery.Parts(store: try Fixtures.bytes(of: extracted.store), metadata: reader.metadata)
+            for entry in reader.metadata.entries {
+                parts.additional.append((entry.name, try Fixtures.bytes(of: extracted.directory.appending(entry.name))))
+            }
+            var older = parts.asVersion1(keepingSegments: true)
+            older.metadata.store.deflateRestarts = nil
+            let bundle = directory.appending("older.mdz")
+            try ZipSurgery.writeBundle(at: bundle, parts: older)
+            #expect(try BundleReader(at: bundle).metadata.formatVersion == 1)
+            // > The model: the same change made to the extracted store.
+            let change = "CREATE TABLE corpus_note(id INTEGER PRIMARY KEY, body TEXT); INSERT INTO corpus_note(body) VALUES ('saved as version 2')"
+            let model = try DatabaseQueue(path: extracted.store.string)
+            try await model.write { try $0.execute(sql: change) }
+            try model.close()
+            var openOptions = Document.OpenOptions()
+            openOptions.workingDirectory = directory.appending("working")
+            let document = try await Document.open(at: bundle, options: openOptions)
+            try await document.writer.write { try $0.execute(sql: change) }
+            try await document.save()
+            try await document.close()
+            let saved = try BundleReader(at: bundle)
+            #expect(saved.metadata.formatVersion == 2 && saved.metadata.store.digest != nil && saved.metadata.store.sha256 == nil)
+            _ = try saved.verify(full: true, workingDirectory: directory)
+            #expect(try Fixtures.bundleDigests(bundle) == Fixtures.rowDigests(of: extracted.store))
         }
     }
 

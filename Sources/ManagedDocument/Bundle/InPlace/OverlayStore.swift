@@ -334,11 +334,24 @@ extension OverlayStore {
     /// Asks the kernel to read `overlay`'s bytes in `range` into the page cache in the background
     /// (`posix_fadvise(POSIX_FADV_WILLNEED)`): a save reading the store in order asks for the bytes ahead of it, so
     /// that reading an overlay that holds most of the store overlaps the deflating instead of waiting for the disk.
-    /// Only advice: the reads are the same with or without it.
+    /// Only advice: the reads are the same with or without it. Only runs of present blocks are asked for: the
+    /// kernel would fill the page cache with zeros for the holes between them (a sparse overlay of a few pages
+    /// under a large store).
     func readAhead(_ range: Range<Int64>) {
         state.withLock { state in
-            _ = posix_fadvise(state.overlay.rawValue, off_t(range.lowerBound),
-                              off_t(range.upperBound - range.lowerBound), POSIX_FADV_WILLNEED)
+            let block = Int64(pageSize)
+            var index = max(0, range.lowerBound) / block
+            let end = (max(0, range.upperBound) + block - 1) / block
+            while index < end {
+                guard state.present.contains(index) else {
+                    index += 1
+                    continue
+                }
+                let first = index
+                while index < end, state.present.contains(index) { index += 1 }
+                _ = posix_fadvise(state.overlay.rawValue, off_t(first * block), off_t((index - first) * block),
+                                  POSIX_FADV_WILLNEED)
+            }
         }
     }
 

@@ -27,15 +27,21 @@ struct RealStoreTests {
         return result.sorted()
     }
 
+    /// A copy of the folder that holds corpus store `relative` (the corpus is read-only, and WAL sidecars must stay
+    /// intact): the copied folder, and the store (or package) in it.
+    static func copy(_ relative: String, from root: FilePath, into directory: FilePath) throws
+    -> (folder: FilePath, source: FilePath) {
+        let original = root.appending(relative)
+        let folder = directory.appending("work")
+        try #require(try run("cp", ["-R", original.removingLastComponent().string, folder.string]).status == 0)
+        return (folder, folder.appending(original.lastComponent!.string))
+    }
+
     @Test("each real store converts with every row as SQLite reads it, sources untouched", arguments: sources)
     func convertsLosslessly(relative: String) async throws {
         let root = try #require(Corpus.root)
         try await withTemporaryDirectory { directory in
-            // Work on a copy of the store's folder: the corpus is read-only, and WAL sidecars must stay intact.
-            let original = root.appending(relative)
-            let folder = directory.appending("work")
-            #expect(try run("cp", ["-R", original.removingLastComponent().string, folder.string]).status == 0)
-            let source = folder.appending(original.lastComponent!.string)
+            let (folder, source) = try Self.copy(relative, from: root, into: directory)
             let isPackage = FileSystem.isDirectory(source)
             let store = isPackage ? source.appending("StoreContent/persistentStore") : source
             let expected = try Fixtures.digestsAsSQLiteReads(store)
@@ -61,13 +67,10 @@ struct RealStoreTests {
     func version1SavesAsVersion2(relative: String) async throws {
         let root = try #require(Corpus.root)
         try await withTemporaryDirectory { directory in
-            let original = root.appending(relative)
-            let folder = directory.appending("work")
-            #expect(try run("cp", ["-R", original.removingLastComponent().string, folder.string]).status == 0)
+            let source = try Self.copy(relative, from: root, into: directory).source
             var options = ConversionOptions()
             options.legacyPolicy = .keep
-            let report = try LegacyConverter(options: options)
-                .convert(storeAt: folder.appending(original.lastComponent!.string), to: directory.appending("new.mdz"))
+            let report = try LegacyConverter(options: options).convert(storeAt: source, to: directory.appending("new.mdz"))
             // > The same content as a version 1 writer described it: store.sha256, no store digest, no CRC-32s.
             let reader = try BundleReader(at: FilePath(report.bundle))
             let extracted = try reader.extract(into: directory.appending("extracted"))

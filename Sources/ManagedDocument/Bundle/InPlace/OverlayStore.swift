@@ -339,6 +339,7 @@ extension OverlayStore {
     /// under a large store).
     func readAhead(_ range: Range<Int64>) {
         state.withLock { state in
+            guard !state.present.isEmpty else { return }
             let block = Int64(pageSize)
             var index = max(0, range.lowerBound) / block
             let end = (max(0, range.upperBound) + block - 1) / block

@@ -12,13 +12,6 @@ struct PageSet: Sendable, Equatable {
     /// How many pages are in the set.
     private(set) var count = 0
 
-    init() {}
-
-    /// A set of `pages` (each non-negative).
-    init<Pages: Sequence<Int64>>(_ pages: Pages) {
-        formUnion(pages)
-    }
-
     var isEmpty: Bool { count == 0 }
 
     func contains(_ page: Int64) -> Bool {
@@ -50,20 +43,17 @@ struct PageSet: Sendable, Equatable {
 
     /// Removes every page at or past `limit`.
     mutating func removeAll(from limit: Int64) {
-        let first = max(0, limit) / Self.pagesPerChunk
-        for key in chunks.keys where key >= first {
-            let words = chunks[key]!
-            let start = key * Self.pagesPerChunk
-            var kept = words
-            for word in words.indices {
-                for bit in 0..<64 where words[word] & (1 << UInt64(bit)) != 0 {
-                    if start + Int64(word * 64 + bit) >= limit {
-                        kept[word] &= ~(1 << UInt64(bit))
-                        count -= 1
-                    }
-                }
+        let limit = max(0, limit)
+        for key in chunks.keys where key >= limit / Self.pagesPerChunk {
+            var words = chunks[key]!
+            for index in words.indices {
+                // > The bits of this word below `limit` stay: none, some, or all 64.
+                let kept = min(64, max(0, limit - (key * Self.pagesPerChunk + Int64(index * 64))))
+                let mask: UInt64 = kept == 64 ? ~0 : (1 << UInt64(kept)) - 1
+                count -= (words[index] & ~mask).nonzeroBitCount
+                words[index] &= mask
             }
-            chunks[key] = kept.allSatisfy { $0 == 0 } ? nil : kept
+            chunks[key] = words.allSatisfy { $0 == 0 } ? nil : words
         }
     }
 
@@ -79,13 +69,5 @@ struct PageSet: Sendable, Equatable {
                 }
             }
         }
-    }
-
-    /// The pages in ascending order.
-    var sorted: [Int64] {
-        var pages: [Int64] = []
-        pages.reserveCapacity(count)
-        forEach { pages.append($0) }
-        return pages
     }
 }

@@ -37,11 +37,25 @@ final class CopyCheck: Sendable {
         try outcome.wait().get()
     }
 
+    /// The same check, right here, of a small copy read whole into memory (`image`, read from `copy`): SQLite
+    /// checks the bytes the bundle then packs, so the copy is not read again to pack it.
+    static func check(_ image: StoreImage, copy: FilePath, source: FilePath, before: StoreFacts) throws -> StoreFacts {
+        try compare(before, source: source) { try StoreInspector.inspectSelfContained(image, path: copy) }
+    }
+
     private static func check(_ copy: FilePath, source: FilePath, before: StoreFacts,
                               immutableURI: String?) throws -> StoreFacts {
+        try compare(before, source: source) {
+            try StoreInspector.inspectSelfContained(copy, fullCheck: true, immutableURI: immutableURI)
+        }
+    }
+
+    /// The facts `inspect` finds, when they are `before`'s.
+    private static func compare(_ before: StoreFacts, source: FilePath,
+                                inspecting inspect: () throws -> StoreFacts) throws -> StoreFacts {
         let after: StoreFacts
         do {
-            after = try StoreInspector.inspectSelfContained(copy, fullCheck: true, immutableURI: immutableURI)
+            after = try inspect()
         } catch let error as DocumentError where error.code == .storeCorrupt || error.code == .notSQLite {
             throw DocumentError(error.code, path: source,
                                 reason: "the store fails SQLite's integrity check; it was left exactly as it was (\(error.reason))",

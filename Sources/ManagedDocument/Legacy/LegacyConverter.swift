@@ -95,7 +95,8 @@ public struct ConversionReport: Sendable, Codable, Equatable {
 /// 1. The store's files are copied into a private working folder beside the bundle while no process can commit
 ///    to the store (see SourceSnapshot), hashing each for the provenance. The source is only read.
 /// 2. SQLite recovers the copy: committed transactions in the `-wal` are included, a hot `-journal` is rolled
-///    back. Row counts are taken, the copy is switched to `journal_mode=DELETE`, passes `PRAGMA integrity_check`
+///    back. Row counts are taken, the copy is switched out of WAL mode (a rollback journal kept in memory: the copy is
+///    private), passes `PRAGMA integrity_check`
 ///    and must have the same schema and row counts as before.
 /// 3. The bundle is written aside, verified, and renamed into place (``BundleWriter``).
 /// 4. Only then are the legacy files kept, backed up or deleted, by policy.
@@ -197,7 +198,7 @@ public struct LegacyConverter: Sendable {
         defer { snapshot.release() }
         var storeSize = snapshot.storeSize
         var inPlace: Recovered?
-        var image: StoreImage?  // a small store read in place: read once, checked and packed from memory
+        var image: StoreImage?  // a small store (in place, or its recovered copy): read once, checked, packed
         if snapshot.isInPlace, let immutableURI {
             image = try snapshot.inPlaceImage(atMost: Self.inMemoryLimit)
             inPlace = try inspectInPlace(legacy.store, uri: immutableURI,
@@ -210,10 +211,11 @@ public struct LegacyConverter: Sendable {
                 storeSize = snapshot.storeSize
             }
         }
-        let (checked, check) = try checkStore(legacy, copy: snapshot.store, inPlace: inPlace,
-                                              immutableURI: immutableURI,
-                                              inBackground: storeSize >= Self.backgroundCheckThreshold)
+        let (checked, check, copyImage) = try checkStore(legacy, copy: snapshot.store, inPlace: inPlace,
+                                                         immutableURI: immutableURI,
+                                                         inBackground: storeSize >= Self.backgroundCheckThreshold)
         var recovered = checked
+        image = image ?? copyImage
         defer { _ = try? check?.result() }  // the check reads the store: it ends before the lock or scratch goes
         // Pack: what goes into the bundle besides the store, described in the provenance.
         var files = snapshot.files
@@ -258,20 +260,25 @@ public struct LegacyConverter: Sendable {
     /// Check: the store's facts as SQLite reads them (after recovery, for a copy), and its integrity check: before
     /// anything is written for a small store; for a large one (`inBackground`), on a thread of its own while the
     /// bundle is written aside, which takes its name only once the check has passed. A store read in place was
-    /// checked whole by `inspectInPlace` unless it is large.
+    /// checked whole by `inspectInPlace` unless it is large. A copy of at most ``inMemoryLimit`` bytes after its
+    /// recovery is read whole once and checked in memory; that image is returned to be packed.
     private func checkStore(_ legacy: LegacyStore, copy: FilePath, inPlace: Recovered?, immutableURI: String?,
-                            inBackground: Bool) throws -> (Recovered, CopyCheck?) {
+                            inBackground: Bool) throws -> (Recovered, CopyCheck?, StoreImage?) {
         if let inPlace, let immutableURI {
             let check = inBackground
                 ? CopyCheck(copy: legacy.store, source: legacy.store, before: inPlace.facts, inBackground: true,
                             immutableURI: immutableURI)
                 : nil
-            return (inPlace, check)
+            return (inPlace, check, nil)
         }
         var recovered = try recover(copy, source: legacy.store)
+        if !inBackground, let image = try StoreImage.whole(copy, atMost: Self.inMemoryLimit) {
+            recovered.facts = try CopyCheck.check(image, copy: copy, source: legacy.store, before: recovered.facts)
+            return (recovered, nil, image)
+        }
         let check = CopyCheck(copy: copy, source: legacy.store, before: recovered.facts, inBackground: inBackground)
         if !check.isInBackground { recovered.facts = try check.result() }
-        return (recovered, check)
+        return (recovered, check, nil)
     }
 
     /// Pack: the new document's metadata, its provenance saying what was converted (the files read, Core Data's
@@ -418,7 +425,8 @@ public struct LegacyConverter: Sendable {
     }
 
     /// Lets SQLite recover the private copy (replay its `-wal`, roll back a hot `-journal`), reads its facts, and
-    /// makes it self-contained (`journal_mode = DELETE`). ``CopyCheck`` then proves nothing was lost doing so.
+    /// makes it self-contained (`journal_mode = MEMORY`: out of WAL mode, header bytes 18 and 19 set to 1, as
+    /// `DELETE` would, without a journal file for the change). ``CopyCheck`` then proves nothing was lost doing so.
     private func recover(_ copy: FilePath, source: FilePath) throws -> Recovered {
         do {
             var configuration = Configuration()
@@ -426,17 +434,20 @@ public struct LegacyConverter: Sendable {
             // The copy is private scratch: after a crash it is discarded, never trusted, and the bundle made from
             // it is flushed and verified on its own. So SQLite need not flush it (it did 7 times per store), and the
             // connection keeps its lock throughout: no lock, journal and -wal checks around every statement, and
-            // the -wal's index lives in memory instead of a new -shm file.
+            // the -wal's index lives in memory instead of a new -shm file. The locking mode comes first: `synchronous`
+            // reads the schema, and a -wal opened before the connection is exclusive gets a -shm file after all.
             configuration.prepareDatabase { db in
-                try db.execute(sql: "PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -512")
+                try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = OFF; PRAGMA cache_size = -512")
             }
             let queue = try DatabaseQueue(path: copy.string, configuration: configuration)
             let recovered = try queue.writeWithoutTransaction { db in
                 let facts = try StoreInspector.facts(db)
                 let isCoreData = try CoreDataMetadata.isCoreDataStore(db)
                 let coreData = isCoreData ? try CoreDataMetadata.read(db) : nil
-                let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode = DELETE")
-                guard mode?.lowercased() == "delete" else {
+                // > A private copy needs no journal file: a crash discards it (a rollback journal in memory is
+                // > enough for the one transaction that sets the header out of WAL mode).
+                let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode = MEMORY")
+                guard mode?.lowercased() == "memory" else {
                     throw DocumentError(.verificationFailed, path: source,
                                         reason: "SQLite could not make the copy self-contained (journal mode \(mode ?? "?")); nothing was changed")
                 }

@@ -189,13 +189,29 @@ enum StoreInspector {
     /// - Parameter immutableURI: how to open a store read in place (a legacy store under the converter's lock).
     static func inspectSelfContained(_ path: FilePath, fullCheck: Bool, bundle: FilePath? = nil,
                                      entry: String? = nil, immutableURI: String? = nil) throws -> StoreFacts {
-        let header = try header(of: path, entry: entry, bundle: bundle)
+        try inspectSelfContained(header(of: path, entry: entry, bundle: bundle), path: path, bundle: bundle,
+                                 entry: entry, fullCheck: fullCheck) {
+            try openReadOnly(path, isPrivate: true, immutableURI: immutableURI)
+        }
+    }
+
+    /// ``inspectSelfContained(_:fullCheck:bundle:entry:immutableURI:)`` with the full check, of a store's bytes read
+    /// whole into memory (`image`, read from `path`): SQLite checks those bytes, not the file.
+    static func inspectSelfContained(_ image: StoreImage, path: FilePath) throws -> StoreFacts {
+        try inspectSelfContained(header(Array(image.bytes.prefix(100)), of: path), path: path, bundle: nil,
+                                 entry: nil) {
+            try openInMemory(image)
+        }
+    }
+
+    private static func inspectSelfContained(_ header: [UInt8], path: FilePath, bundle: FilePath?, entry: String?,
+                                             fullCheck: Bool = true, opening open: () throws -> DatabaseQueue) throws -> StoreFacts {
         if isWAL(header: header) {
             throw DocumentError(.storeInWALMode, path: bundle ?? path, entry: entry,
                                 reason: "the store is in WAL mode, which a bundle must not be at rest")
         }
         do {
-            let queue = try openReadOnly(path, isPrivate: true, immutableURI: immutableURI)
+            let queue = try open()
             return try queue.read { db in
                 let problems = try check(db, full: fullCheck)
                 guard problems.isEmpty else {

@@ -41,5 +41,21 @@ final class StoreImage {
         bytes = UnsafeRawBufferPointer(start: mapping, count: count)
     }
 
+    /// The whole file at `path` when it holds at most `limit` bytes; `nil` when it holds more.
+    ///
+    /// - Throws: ``DocumentError/Code/ioFailure`` when the file cannot be read, or changed size while it was read.
+    static func whole(_ path: FilePath, atMost limit: Int64) throws -> StoreImage? {
+        let descriptor = try FileSystem.openForReading(path)
+        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+        guard let status = FileSystem.Status(descriptor) else {
+            throw DocumentError.io("cannot read the store's status", path: path, errno: Errno(rawValue: errno))
+        }
+        guard status.size > 0, status.size <= limit else { return nil }
+        guard let image = try StoreImage(reading: Int(status.size), from: descriptor, path: path) else {
+            throw DocumentError.io("the store changed size while it was read", path: path, errno: nil)
+        }
+        return image
+    }
+
     deinit { munmap(mapping, bytes.count + 1) }
 }

@@ -113,6 +113,19 @@ extension BundleReader {
         }
     }
 
+    /// ``verifyEntries(checkingSegments:)`` for a bundle whose writer still holds the store's bytes (`store`, hashed
+    /// into `digests` as it packed them): the store is inflated and compared with them byte for byte instead of
+    /// hashed again, once the metadata written is shown to record exactly `digests` (its store digest was checked
+    /// against them when the reader opened). Equal bytes have equal digests: the check is the reader's, and stricter.
+    func verifyEntries(comparingStoreWith store: UnsafeRawBufferPointer,
+                       digests: DocumentMetadata.SegmentDigests) throws {
+        guard metadata.store.segments == digests, metadata.store.size == Int64(store.count) else {
+            throw DocumentError(.checksumMismatch, path: path, entry: BundleLayout.store,
+                                reason: "the metadata written does not record the store's segment digests or size")
+        }
+        try streamEntries(into: nil, comparingStore: store) { _ in false }
+    }
+
     /// Checks everything the reader checks, then the store with SQLite: `PRAGMA integrity_check` when `full`,
     /// `PRAGMA quick_check` otherwise, and the store's page size, `user_version` and schema against the metadata.
     ///
@@ -157,6 +170,7 @@ extension BundleReader {
                        permissions: FilePermissions = [.ownerReadWrite, .groupRead, .otherRead],
                        checkingSegments: Bool = false,
                        checkingStore: ((BundleReader) throws -> Void)? = nil,
+                       comparingStore: UnsafeRawBufferPointer? = nil,
                        shouldWrite: (BundleEntry) -> Bool) throws -> UInt64 {
         var byName: [String: BundleEntry] = [:]
         for entry in entries { byName[entry.name] = entry }
@@ -205,7 +219,8 @@ extension BundleReader {
             }
             defer { try? output?.close() }  // Squash close error: a failed write was already reported.
             inflated += try stream(entry, reader: reader, pipeline: pipeline, expected: expected[name],
-                                   to: output.map { ($0, outputPath!) }, checkingSegments: checkingSegments)
+                                   to: output.map { ($0, outputPath!) }, checkingSegments: checkingSegments,
+                                   comparing: entry.role == .store ? comparingStore : nil)
         }
         guard seen.count == entries.count else {
             let missing = entries.first { !seen.contains($0.name) }?.name
@@ -231,18 +246,29 @@ extension BundleReader {
     /// stream), bounded by its declared size, written to `target` when given, and checked: size, SQLite header and
     /// declared size for the store, SHA-256 against `expected` (none for a version 2 store), and the store's segment
     /// digests when asked, and always for a version 2 store (its content is checked by them, FORMAT.md 13.1).
+    /// With `comparing`, the bytes the entry must inflate to: compared instead of hashed (none of the digests then).
     ///
     /// - Returns: the number of bytes inflated.
     private func stream(_ entry: BundleEntry, reader: EntryReader, pipeline: ChunkPipeline, expected: String?,
-                        to target: (FileDescriptor, FilePath)?, checkingSegments: Bool) throws -> UInt64 {
+                        to target: (FileDescriptor, FilePath)?, checkingSegments: Bool,
+                        comparing: UnsafeRawBufferPointer? = nil) throws -> UInt64 {
         let name = entry.name
         let isStore = entry.role == .store
-        let segmentInterval = isStore && (checkingSegments || metadata.formatVersion >= 2)
+        let expected = comparing == nil ? expected : nil
+        let segmentInterval = isStore && comparing == nil && (checkingSegments || metadata.formatVersion >= 2)
             ? metadata.store.segments?.interval : nil
         var written: UInt64 = 0
         var head: [UInt8] = []
         var inflated: (sha256: String?, segments: [String]?)?
         func take(_ chunk: UnsafeRawBufferPointer) throws {
+            if let comparing, !chunk.isEmpty {
+                let start = Int(clamping: written)
+                guard chunk.count <= comparing.count - min(start, comparing.count),
+                      memcmp(comparing.baseAddress! + start, chunk.baseAddress!, chunk.count) == 0 else {
+                    throw DocumentError(.checksumMismatch, path: path, entry: name,
+                                        reason: "does not inflate to the bytes that were packed (from byte \(start)); the bundle is damaged")
+                }
+            }
             written += UInt64(chunk.count)
             if head.count < 100 {
                 head.append(contentsOf: chunk.prefix(100 - head.count))
@@ -293,7 +319,7 @@ extension BundleReader {
             let digests = pipeline.finalizeDigests()
             inflated = (digests.sha256, digests.segments)
         }
-        guard written == entry.size else {
+        guard written == entry.size, comparing.map({ UInt64($0.count) == written }) ?? true else {
             throw DocumentError(.sizeMismatch, path: path, entry: name,
                                 reason: "inflates to \(written) bytes, not the \(entry.size) its header declares; the bundle is damaged")
         }

@@ -269,6 +269,9 @@ public enum BundleWriter {
         } else if let plan {
             try written.verifyEntries(checkingSegments: true)  // mostly new: inflated on every core, all of it
             try plan.checkPreviousUnchanged()
+        } else if let storeImage {
+            // > The bytes just hashed are at hand: the store inflated is compared with them, not hashed again.
+            try written.verifyEntries(comparingStoreWith: storeImage.bytes, digests: segments)
         } else {
             try written.verifyEntries(checkingSegments: false)  // a version 2 store: checked by its segment digests
         }

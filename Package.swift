@@ -106,6 +106,7 @@ let package = Package(
             name: "docconvert",
             dependencies: [
                 "ManagedDocument",
+                "CArchive",  // <malloc.h>: mallopt, at start
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

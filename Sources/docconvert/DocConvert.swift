@@ -1,4 +1,5 @@
 import ArgumentParser
+import CArchive
 import Foundation
 import ManagedDocument
 import SystemPackage
@@ -43,6 +44,10 @@ struct DocConvert: AsyncParsableCommand {
         // > status of /etc/localtime again on each call while TZ is unset (to notice a zone changed meanwhile): a call
         // > per entry of every bundle read or verified. Named in TZ, the same zone file is read once.
         if getenv("TZ") == nil { setenv("TZ", ":/etc/localtime", 0) }
+        // > glibc gives threads that allocate at once arenas of their own (up to eight per core) and each keeps what
+        // > it freed: a batch's worker threads (three per job) would hold one each. One arena per core keeps the
+        // > batch's peak memory flat (docs/BENCHMARKS.md) and its threads do not wait for each other's allocations.
+        _ = mallopt(M_ARENA_MAX, Int32(clamping: max(2, ProcessInfo.processInfo.activeProcessorCount)))
         do {
             var command = try parseAsRoot()
             if var command = command as? any AsyncParsableCommand {

@@ -11,7 +11,7 @@ import SystemPackage
 /// How ``BatchConverter`` works through a tree.
 public struct BatchOptions: Sendable {
     /// Conversions computing at once; one that waits for the disk to flush its bundle (or for a lock) lets another
-    /// compute meanwhile (twice as many threads as jobs run). Default: the number of cores.
+    /// compute meanwhile (three times as many threads as jobs run). Default: the number of cores.
     public var jobs = ProcessInfo.processInfo.activeProcessorCount
     /// Find and classify, change nothing; store items are reported ``BatchItem/Outcome/wouldConvert``.
     public var dryRun = false
@@ -458,11 +458,11 @@ public final class BatchConverter: Sendable {
             locks.close()  // after the workers: every item's lock is released
         }
 
-        // Twice as many threads as jobs, `jobs` of them on the CPU at once: a conversion waiting for its fsync lets
-        // another one compute (see CPUTurns).
+        // Three times as many threads as jobs, `jobs` of them on the CPU at once: a conversion waiting for its fsync
+        // lets another one compute (see CPUTurns).
         let turns = CPUTurns(count: max(1, options.jobs))
         let workers = DispatchGroup()
-        for number in 0..<(2 * max(1, options.jobs)) {
+        for number in 0..<(CPUTurns.threadsPerTurn * max(1, options.jobs)) {
             workers.enter()
             let thread = Thread { [self] in
                 while !isCancelled, let candidate = queue.pop() {

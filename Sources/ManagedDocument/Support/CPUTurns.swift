@@ -10,9 +10,9 @@ import Dispatch
 /// conversion meanwhile.
 ///
 /// A batch of small stores spends a fifth of its time in `fsync`; with one conversion per core, that time would
-/// leave the cores idle. The batch runs twice as many worker threads as jobs; each takes a turn before it starts an
-/// item and gives it back when the item is done, and ``whileWaiting(_:)`` gives it back around a wait. A wait must
-/// never hold a turn: the conversion it waits for may need one to finish.
+/// leave the cores idle. The batch runs ``threadsPerTurn`` worker threads per job; each takes a turn before it
+/// starts an item and gives it back when the item is done, and ``whileWaiting(_:)`` gives it back around a wait. A
+/// wait must never hold a turn: the conversion it waits for may need one to finish.
 ///
 /// Which turn a thread holds is the library's one piece of thread-local state, on purpose. The waits that give the
 /// turn back are at the bottom of every layer (`FileSystem.sync` and `syncDirectory`, called by `AtomicFile`, the
@@ -24,6 +24,12 @@ import Dispatch
 /// own thread for one item and clears it before giving the turn back; other threads (a parallel deflater's) never
 /// see it, which is right, as the batch does not count them.
 final class CPUTurns: Sendable {
+    /// Worker threads a batch runs per turn. Two leave a core idle while both of its conversions wait for a flush,
+    /// which on a file system with a journal (a flush is a journal commit, longer than a small store's conversion)
+    /// is often: three converted a tree of 1,000 small stores 10 % faster there than two (four: no faster again,
+    /// and each thread's buffers in flight add to the peak memory; docs/BENCHMARKS.md).
+    static let threadsPerTurn = 3
+
     private let semaphore: DispatchSemaphore
 
     init(count: Int) {

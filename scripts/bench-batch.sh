@@ -5,7 +5,13 @@
 #   scripts/bench-batch.sh
 #
 # Environment (all optional):
-#   BENCH_STORES=2000        number of generated stores (16-256 KiB each, nested folders)
+#   BENCH_STORES=2000        number of generated stores (16-256 KiB each)
+#   BENCH_TREE=issue         the tree's shape: `issue` (the batch issue's: 40 folders, a third of the stores with
+#                            their rows only in a `-wal`, left as a writer killed before its checkpoint leaves it)
+#                            or `nested` (210 nested folders, every store in rollback-journal mode: the shape of
+#                            the tables before 2026-11-26)
+#   BENCH_FS=journal         run every case on an ext4 file system with a journal, made for the run in a file and
+#                            loop-mounted (root only); by default the cases run where BENCH_DIR is
 #   BENCH_RUNS=3             timed runs per case; the table shows medians
 #   BENCH_JOBS=2             workers for docconvert, xargs -P and the python pool
 #   BENCH_DIR=./bench-work   work folder (relative to the repository root; git-ignored)
@@ -30,8 +36,9 @@
 #   shell       for each store: sqlite3 .backup to a temporary file, zip -q -6 it, rm     (one at a time)
 #   xargs       the same per store through xargs -P J
 #   python      python3 multiprocessing.Pool(J): sqlite3 backup, zipfile deflate 6, fsync, os.replace
-#   copy        python3 multiprocessing.Pool(J): copy each file to NAME.copy with fsync and os.replace: the floor
-#               for any converter that writes a durable new file per store
+#   copy        python3 multiprocessing.Pool(J): copy each store and its -wal to NAME.copy with fsync and
+#               os.replace, then fsync the folder: the floor for any converter that writes a durable new file per
+#               store (the batch issue's "durable copy")
 #
 # Timing: `/usr/bin/time -f '%e %M'` around each command: wall seconds and peak RSS in KiB (for the pool and xargs
 # cases that is the largest single process, as getrusage reports children). Rounds are interleaved.
@@ -48,6 +55,10 @@ DIR=${BENCH_DIR:-./bench-work}
 KEEP=${BENCH_KEEP:-0}
 CASES=${BENCH_CASES:-"ours ours-d6 ours-store shell xargs python copy"}
 STATIC=${BENCH_STATIC_STDLIB:-1}
+SHAPE=${BENCH_TREE:-issue}
+FS=${BENCH_FS:-}
+[[ $SHAPE == issue || $SHAPE == nested ]] || { echo "BENCH_TREE must be issue or nested" >&2; exit 64; }
+[[ -z $FS || $FS == journal ]] || { echo "BENCH_FS must be journal (or unset)" >&2; exit 64; }
 [[ $STORES =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_STORES must be a positive integer" >&2; exit 64; }
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_RUNS must be a positive integer" >&2; exit 64; }
 [[ $JOBS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_JOBS must be a positive integer" >&2; exit 64; }
@@ -81,34 +92,61 @@ fi
 # --- work folder and cleanup (scripts/bench-common.sh); the page cache stays warm for every case ------------------
 bench_work_folder batch
 DROP=0
+if [[ $FS == journal ]]; then
+    # > An ext4 with a journal, as most servers have: without one (this machine's root file system), ext4 steps
+    # > over every inode freed in the last minutes when it allocates one, and a benchmark deletes thousands.
+    [[ $(id -u) == 0 ]] || { echo "BENCH_FS=journal needs root (mount)" >&2; exit 77; }
+    truncate -s $((STORES * 4 / 10 + 2048))M "$WORK/fs.img"
+    mkfs.ext4 -q -F "$WORK/fs.img"
+    mkdir -p "$WORK/fs"
+    mount -o loop "$WORK/fs.img" "$WORK/fs"
+    trap 'umount "$WORK/fs" 2>/dev/null || true; bench_cleanup' EXIT
+    log "cases run on a journaled ext4 mounted at $WORK/fs"
+fi
+RUNS_IN=${FS:+$WORK/fs}
+RUNS_IN=${RUNS_IN:-$WORK}
 
 # --- the tree -------------------------------------------------------------------------------------------------------
 TREE="$WORK/tree"
-log "generating $STORES stores of 16-256 KiB in nested folders"
-python3 - "$TREE" "$STORES" <<'PY'
+log "generating $STORES stores of 16-256 KiB ($SHAPE tree)"
+python3 - "$TREE" "$STORES" "$SHAPE" <<'PY'
 import os, random, sqlite3, sys
-root, count = sys.argv[1], int(sys.argv[2])
+root, count, shape = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 rng = random.Random(2026)
 words = [''.join(rng.choice('abcdefghijklmnopqrstuvwxyz') for _ in range(rng.randint(3, 9))) for _ in range(2000)]
 for index in range(count):
-    # 3 levels: 10 top folders, 10 below each, stores in the leaves (and some one level up), odd extensions.
-    folder = os.path.join(root, f"user{index % 10:02d}", f"app{(index // 10) % 10}", *(["Library"] if index % 3 else []))
+    if shape == "nested":
+        # 3 levels: 10 top folders, 10 below each, stores in the leaves (and some one level up).
+        folder = os.path.join(root, f"user{index % 10:02d}", f"app{(index // 10) % 10}",
+                              *(["Library"] if index % 3 else []))
+    else:
+        folder = os.path.join(root, f"user{index % 10:02d}", f"app{(index // 10) % 4}")  # 40 folders
     os.makedirs(folder, exist_ok=True)
-    name = f"store{index:05d}" + [".sqlite", ".db", ".sqlite3", ".store"][index % 4]
+    name = f"store{index:05d}" + [".sqlite", ".db", ".sqlite3", ".store"][index % 4]  # odd extensions
     path = os.path.join(folder, name)
     target = rng.randint(16, 256) * 1024
+    rows, size = [], 8192
+    while size < target:
+        body = ' '.join(rng.choice(words) for _ in range(rng.randint(10, 60)))
+        blob = rng.randbytes(rng.randint(0, 300))
+        rows.append((len(rows), body[:30], body, blob, 7e8 + len(rows)))
+        size += len(body) + len(blob) + 40
+    # > A third of the issue's stores have their rows only in the -wal: written by a child that exits without
+    # > closing (SQLite checkpoints and removes the -wal at the last close).
+    wal = shape == "issue" and index % 3 == 0
+    if wal and os.fork():
+        _, status = os.wait()
+        if status != 0:
+            sys.exit("a writer failed")
+        continue
     db = sqlite3.connect(path)
-    db.execute("PRAGMA journal_mode=DELETE")
+    db.execute("PRAGMA journal_mode=%s" % ("WAL" if wal else "DELETE"))
+    db.execute("PRAGMA wal_autocheckpoint=0")
     db.execute("CREATE TABLE ZENTRY (Z_PK INTEGER PRIMARY KEY, ZTITLE VARCHAR, ZBODY VARCHAR, ZDATA BLOB, ZDATE TIMESTAMP)")
-    size = 8192
     with db:
-        row = 0
-        while size < target:
-            body = ' '.join(rng.choice(words) for _ in range(rng.randint(10, 60)))
-            blob = rng.randbytes(rng.randint(0, 300))
-            db.execute("INSERT INTO ZENTRY VALUES (?,?,?,?,?)", (row, body[:30], body, blob, 7e8 + row))
-            size += len(body) + len(blob) + 40
-            row += 1
+        db.executemany("INSERT INTO ZENTRY VALUES (?,?,?,?,?)", rows)
+    if wal:
+        os._exit(0)
     db.close()
 PY
 TOTAL_BYTES=$(du -sb "$TREE" | cut -f1)
@@ -144,13 +182,21 @@ def convert(path):
     os.remove(copy)
 
 def copy(path):
-    """The floor: a durable copy of each file (read, write, fsync, rename)."""
-    temp, final = path + ".copy.tmp", path + ".copy"
-    with open(path, "rb") as source, open(temp, "wb") as target:
-        target.write(source.read())
-        target.flush()
-        os.fsync(target.fileno())
-    os.replace(temp, final)
+    """The floor: a durable copy of each store and its -wal (read, write, fsync, rename), then its folder flushed."""
+    for name in (path, path + "-wal"):
+        if name != path and not os.path.exists(name):
+            continue
+        temp, final = name + ".copy.tmp", name + ".copy"
+        with open(name, "rb") as source, open(temp, "wb") as target:
+            target.write(source.read())
+            target.flush()
+            os.fsync(target.fileno())
+        os.replace(temp, final)
+    folder = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
 
 if __name__ == "__main__":
     mode, root, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -183,7 +229,7 @@ done
 declare -A times rss outs
 for round in $(seq 1 "$RUNS"); do
     for name in $CASES; do
-        copy="$WORK/run-$name"
+        copy="$RUNS_IN/run-$name"
         rm -rf "$copy"
         cp -a "$TREE" "$copy"
         sync
@@ -210,7 +256,7 @@ for round in $(seq 1 "$RUNS"); do
                     done
                 fi
                 ;;
-            copy) made=$(find "$copy" -name '*.copy' | wc -l) ;;
+            copy) made=$(find "$copy" -name '*.copy' ! -name '*-wal.copy' | wc -l) ;;
             *) made=$(find "$copy" -name '*.zip' | wc -l) ;;
         esac
         [[ $made == "$STORES" ]] || { echo "$name made $made outputs for $STORES stores" >&2; exit 1; }
@@ -227,8 +273,13 @@ echo
 echo "Command: \`BENCH_STORES=$STORES BENCH_RUNS=$RUNS BENCH_JOBS=$JOBS $invocation\` (run in \`$root\`)"
 echo
 echo "Machine: $(nproc) cores, $(uname -sr); $(swift --version 2>/dev/null | head -1); docconvert $([[ $STATIC == 1 ]] && echo "built with --static-swift-stdlib" || echo "with the Swift runtime as shared libraries")"
-echo "Tree: $STORES SQLite stores, 16-256 KiB each ($((TOTAL_BYTES / 1048576)) MiB in all), in nested folders;"
-echo "medians of $RUNS runs, each case on a fresh copy of the tree, page cache warm."
+if [[ $SHAPE == issue ]]; then
+    echo "Tree: $STORES SQLite stores, 16-256 KiB each ($((TOTAL_BYTES / 1048576)) MiB in all), in 40 folders, a third"
+    echo "of them with their rows only in a \`-wal\`;"
+else
+    echo "Tree: $STORES SQLite stores, 16-256 KiB each ($((TOTAL_BYTES / 1048576)) MiB in all), in 210 nested folders;"
+fi
+echo "medians of $RUNS runs, each case on a fresh copy of the tree, page cache warm$([[ $FS == journal ]] && echo ", on a loop-mounted ext4 with a journal")."
 echo
 python_median=$(echo "${times[python]:-}" | median 2>/dev/null || true)
 python_out=${outs[python]:-}
@@ -270,7 +321,7 @@ if [[ ${BENCH_SYSCALLS:-1} != 0 ]] && command -v strace >/dev/null; then
         [[ " $CASES " == *" $name "* ]] || continue
         bin=$BIN
         [[ $name == base ]] && bin=$BASE_BIN
-        copy="$WORK/strace-$name"
+        copy="$RUNS_IN/strace-$name"
         rm -rf "$copy"
         cp -a "$TREE" "$copy"
         sync

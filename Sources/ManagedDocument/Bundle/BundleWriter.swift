@@ -160,8 +160,11 @@ public enum BundleWriter {
     }
 
     /// Bytes per segment digest for a store of `size` bytes: the restart interval, doubled until at most
-    /// `maximumDigests` segments make the store.
+    /// `maximumDigests` segments make the store. A store under 1 MiB (deflated whole, without a restart index, and
+    /// served whole by readers) is one segment of 1 MiB: its one digest is its SHA-256, so it is hashed once
+    /// (FORMAT.md 13.1).
     static func segmentInterval(forSize size: Int64, maximumDigests: Int) -> Int64 {
+        if size < ArchiveWriter.parallelDeflateThreshold { return ArchiveWriter.parallelDeflateThreshold }
         var interval = Int64(ParallelDeflater.restartInterval(forSize: size))
         while (size + interval - 1) / interval > Int64(max(1, maximumDigests)) { interval *= 2 }
         return interval

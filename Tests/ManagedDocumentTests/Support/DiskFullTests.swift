@@ -129,7 +129,7 @@ struct DiskFullTests {
         }
     }
 
-    @Test("batch: the store that does not fit fails with its reason, the others are converted; a rerun finishes")
+    @Test("batch: the store that does not fit fails with its reason, the others convert or fail only for want of space; a rerun finishes")
     func batch() async throws {
         try await withSmallDisk(6 * 1024) { disk, grow in
             let small = [disk.appending("a.sqlite"), disk.appending("b.sqlite")]
@@ -148,8 +148,15 @@ struct DiskFullTests {
             let items = Locked<[BatchItem]>([])
             _ = try await BatchConverter(root: disk, options: options).run { item in items.withValue { $0.append(item) } }
             let outcomes = Dictionary(uniqueKeysWithValues: items.withValue { $0 }.map { ($0.source, $0) })
-            #expect(outcomes["a.sqlite"]?.outcome == .converted)
-            #expect(outcomes["b.sqlite"]?.outcome == .converted)
+            // > One job computes at a time, but a conversion waiting for the disk lets the next one go on: a small
+            // > store written while the big one's temporary fills the disk may fail with it. Each fails only for
+            // > want of space, and a rerun converts it.
+            for name in ["a.sqlite", "b.sqlite"] {
+                let item = outcomes[name]
+                #expect(item?.outcome == .converted
+                        || (item?.outcome == .failed && item?.error?.message.contains("no space left") == true),
+                        "\(name): \(String(describing: item?.outcome)) \(String(describing: item?.error))")
+            }
             #expect(outcomes["big.sqlite"]?.outcome == .failed)
             #expect(outcomes["big.sqlite"]?.error?.message.contains("no space left") == true,
                     "\(String(describing: outcomes["big.sqlite"]?.error))")
@@ -161,7 +168,9 @@ struct DiskFullTests {
             _ = try await BatchConverter(root: disk, options: options).run { item in again.withValue { $0.append(item) } }
             let rerun = Dictionary(uniqueKeysWithValues: again.withValue { $0 }.map { ($0.source, $0.outcome) })
             #expect(rerun["big.sqlite"] == .converted, "\(rerun)")
-            #expect(rerun["a.sqlite"] == .alreadyDone, "\(rerun)")
+            for name in ["a.sqlite", "b.sqlite"] {
+                #expect(rerun[name] == (outcomes[name]?.outcome == .converted ? .alreadyDone : .converted), "\(rerun)")
+            }
         }
     }
 

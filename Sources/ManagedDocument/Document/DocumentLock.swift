@@ -74,9 +74,8 @@ final class DocumentLock: Sendable {
     /// instead of closing the descriptor.
     init?(for bundle: FilePath, linking parked: FilePath, heldBy descriptor: FileDescriptor,
           giveBack: @escaping @Sendable () -> Void) {
-        let path = Self.path(for: bundle)
-        guard CPUTurns.whileWaiting({ link(parked.string, path.string) }) == 0 else { return nil }
-        self.path = path
+        path = Self.path(for: bundle)
+        guard link(parked.string, path.string) == 0 else { return nil }
         self.descriptor = descriptor
         self.giveBack = giveBack
     }
@@ -114,7 +113,7 @@ final class DocumentLock: Sendable {
         isReleased.withLock { isReleased in
             guard !isReleased else { return }
             isReleased = true
-            _ = CPUTurns.whileWaiting { path.withPlatformString { unlink($0) } }  // One that cannot be removed stays, harmless and reusable.
+            _ = path.withPlatformString { unlink($0) }  // A file that cannot be removed stays, harmless and reusable.
             if let giveBack { return giveBack() }  // the parked file stays locked, under its own name only
             try? descriptor.close()  // Squash close error: closing releases the flock either way.
         }

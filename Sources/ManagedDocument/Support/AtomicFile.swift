@@ -127,9 +127,8 @@ final class AtomicFile {
         let mode: mode_t = ownership == nil ? 0o666 : 0o600  // less the umask; `ownership` sets the final bits
         #if os(Linux)
         let temporaryFile: Int32 = 0o20_000_000 | O_DIRECTORY  // O_TMPFILE: __O_TMPFILE | O_DIRECTORY (per architecture)
-        // > A new inode, and later a new name, wait for a journal's commit in progress: the turn is given back.
-        let unnamed = CPUTurns.whileWaiting {
-            (folder.isEmpty ? "." : folder).withPlatformString { open($0, temporaryFile | O_RDWR | O_CLOEXEC, mode) }
+        let unnamed = (folder.isEmpty ? "." : folder).withPlatformString {
+            open($0, temporaryFile | O_RDWR | O_CLOEXEC, mode)
         }
         if unnamed >= 0 {
             let descriptor = FileDescriptor(rawValue: unnamed)
@@ -138,9 +137,7 @@ final class AtomicFile {
                 try? descriptor.close()  // Squash close error of a file that has no name.
                 throw error
             }
-            let linked = CPUTurns.whileWaiting {
-                path.withPlatformString { linkat(AT_FDCWD, "/proc/self/fd/\(unnamed)", AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }
-            }
+            let linked = path.withPlatformString { linkat(AT_FDCWD, "/proc/self/fd/\(unnamed)", AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }
             if linked == 0 { return descriptor }
             let failure = errno
             try? descriptor.close()  // Squash close error of a file that has no name.
@@ -173,8 +170,7 @@ final class AtomicFile {
             try FileSystem.rename(temporaryPath, to: target)
         } else {
             // > link(2) never replaces: a file that appeared under the target's name since init wins, and is kept.
-            // > A change to a folder waits for a journal's commit in progress: the turn on the CPU is given back.
-            if CPUTurns.whileWaiting({ link(temporaryPath.string, target.string) }) == 0 {
+            if link(temporaryPath.string, target.string) == 0 {
                 try? FileSystem.removeFile(temporaryPath)  // the data is under the target's name; a leftover is removed next time
             } else if errno == EEXIST {
                 throw DocumentError(.alreadyExists, path: target,
@@ -301,7 +297,7 @@ final class ScratchDirectory {
             throw DocumentError(.cannotCreate, path: target, reason: "cannot create a working folder beside it",
                                 underlyingError: error)
         }
-        if CPUTurns.whileWaiting({ path.withPlatformString { mkdir($0, 0o700) } }) != 0 {
+        if path.withPlatformString({ mkdir($0, 0o700) }) != 0 {
             let failure = Errno(rawValue: errno)
             try? FileSystem.removeFile(lockPath)  // Cleanup after a first error.
             try? lock.close()  // Squash close error of an empty lock file.

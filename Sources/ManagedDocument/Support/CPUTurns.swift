@@ -47,18 +47,13 @@ final class CPUTurns: Sendable {
         return try body()
     }
 
-    /// Runs `body`, a wait (a flush, a sleep before trying a lock again, a change to a folder, which a file system
-    /// with a journal may hold until its commit ends), without the calling thread's turn (when it holds one), and
-    /// takes a turn again before returning. A wait inside `body` gives back nothing more.
+    /// Runs `body`, a wait (a flush, a sleep before trying a lock again), without the calling thread's turn (when it
+    /// holds one), and takes a turn again before returning.
     static func whileWaiting<T>(_ body: () throws -> T) rethrows -> T {
         guard let raw = pthread_getspecific(key) else { return try body() }
         let turns = Unmanaged<CPUTurns>.fromOpaque(raw).takeUnretainedValue()
-        pthread_setspecific(key, nil)
         turns.semaphore.signal()
-        defer {
-            turns.semaphore.wait()
-            pthread_setspecific(key, raw)
-        }
+        defer { turns.semaphore.wait() }
         return try body()
     }
 

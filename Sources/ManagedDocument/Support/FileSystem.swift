@@ -114,8 +114,8 @@ enum FileSystem {
 
     /// `rename(2)`: atomically replaces `destination` with `source` (same file system).
     static func rename(_ source: FilePath, to destination: FilePath) throws {
-        let result = CPUTurns.whileWaiting {
-            source.withPlatformString { from in destination.withPlatformString { to in Glibc.rename(from, to) } }
+        let result = source.withPlatformString { from in
+            destination.withPlatformString { to in Glibc.rename(from, to) }
         }
         if result != 0 {
             throw DocumentError.io("cannot move \(source) into place", path: destination, errno: Errno(rawValue: errno))
@@ -124,8 +124,8 @@ enum FileSystem {
 
     /// `link(2)`: gives `source` a second name, failing when `destination` exists (a rename that never replaces).
     static func link(_ source: FilePath, to destination: FilePath) throws {
-        let result = CPUTurns.whileWaiting {
-            source.withPlatformString { from in destination.withPlatformString { to in Glibc.link(from, to) } }
+        let result = source.withPlatformString { from in
+            destination.withPlatformString { to in Glibc.link(from, to) }
         }
         if result != 0 {
             let error = Errno(rawValue: errno)
@@ -150,7 +150,7 @@ enum FileSystem {
 
     /// Removes a file; a file that is already gone is not an error.
     static func removeFile(_ path: FilePath) throws {
-        if CPUTurns.whileWaiting({ path.withPlatformString { unlink($0) } }) != 0 && errno != ENOENT {
+        if path.withPlatformString({ unlink($0) }) != 0 && errno != ENOENT {
             throw DocumentError.io("cannot remove the file", path: path, errno: Errno(rawValue: errno))
         }
     }

@@ -261,14 +261,7 @@ extension BundleReader {
         var head: [UInt8] = []
         var inflated: (sha256: String?, segments: [String]?)?
         func take(_ chunk: UnsafeRawBufferPointer) throws {
-            if let comparing, !chunk.isEmpty {
-                let start = Int(clamping: written)
-                guard chunk.count <= comparing.count - min(start, comparing.count),
-                      memcmp(comparing.baseAddress! + start, chunk.baseAddress!, chunk.count) == 0 else {
-                    throw DocumentError(.checksumMismatch, path: path, entry: name,
-                                        reason: "does not inflate to the bytes that were packed (from byte \(start)); the bundle is damaged")
-                }
-            }
+            if let comparing { try compare(chunk, at: written, with: comparing, entry: name) }
             written += UInt64(chunk.count)
             if head.count < 100 {
                 head.append(contentsOf: chunk.prefix(100 - head.count))
@@ -332,6 +325,18 @@ extension BundleReader {
         }
         if let segments = inflated?.segments { try checkSegmentDigests(segments, entry: name) }
         return written
+    }
+
+    /// Refuses a chunk inflated at `offset` that is not the bytes of `expected` there.
+    private func compare(_ chunk: UnsafeRawBufferPointer, at offset: UInt64, with expected: UnsafeRawBufferPointer,
+                         entry name: String) throws {
+        guard !chunk.isEmpty else { return }
+        let start = Int(clamping: offset)
+        guard chunk.count <= expected.count - min(start, expected.count),
+              memcmp(expected.baseAddress! + start, chunk.baseAddress!, chunk.count) == 0 else {
+            throw DocumentError(.checksumMismatch, path: path, entry: name,
+                                reason: "does not inflate to the bytes that were packed (from byte \(start)); the bundle is damaged")
+        }
     }
 
     /// Refuses a store whose segments, hashed as it was read, do not match `store.segments`, naming the first.

@@ -119,6 +119,8 @@ extension BundleReader {
     /// against them when the reader opened). Equal bytes have equal digests: the check is the reader's, and stricter.
     func verifyEntries(comparingStoreWith store: UnsafeRawBufferPointer,
                        digests: DocumentMetadata.SegmentDigests) throws {
+        // > The entry's size is the metadata's (checked when the reader opened) and the stream must inflate to it:
+        // > with this size, every byte of `store` is compared.
         guard metadata.store.segments == digests, metadata.store.size == Int64(store.count) else {
             throw DocumentError(.checksumMismatch, path: path, entry: BundleLayout.store,
                                 reason: "the metadata written does not record the store's segment digests or size")
@@ -312,7 +314,7 @@ extension BundleReader {
             let digests = pipeline.finalizeDigests()
             inflated = (digests.sha256, digests.segments)
         }
-        guard written == entry.size, comparing.map({ UInt64($0.count) == written }) ?? true else {
+        guard written == entry.size else {
             throw DocumentError(.sizeMismatch, path: path, entry: name,
                                 reason: "inflates to \(written) bytes, not the \(entry.size) its header declares; the bundle is damaged")
         }

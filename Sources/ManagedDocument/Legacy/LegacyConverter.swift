@@ -95,9 +95,8 @@ public struct ConversionReport: Sendable, Codable, Equatable {
 /// 1. The store's files are copied into a private working folder beside the bundle while no process can commit
 ///    to the store (see SourceSnapshot), hashing each for the provenance. The source is only read.
 /// 2. SQLite recovers the copy: committed transactions in the `-wal` are included, a hot `-journal` is rolled
-///    back. Row counts are taken, the copy is switched out of WAL mode (a rollback journal kept in memory: the copy is
-///    private), passes `PRAGMA integrity_check`
-///    and must have the same schema and row counts as before.
+///    back. Row counts are taken, the copy is switched out of WAL mode (with its rollback journal in memory: the
+///    copy is private), passes `PRAGMA integrity_check` and must have the same schema and row counts as before.
 /// 3. The bundle is written aside, verified, and renamed into place (``BundleWriter``).
 /// 4. Only then are the legacy files kept, backed up or deleted, by policy.
 ///

@@ -26,7 +26,7 @@ import Dispatch
 final class CPUTurns: Sendable {
     /// Worker threads a batch runs per turn. Two leave a core idle while both of its conversions wait for a flush,
     /// which on a file system with a journal (a flush is a journal commit, longer than a small store's conversion)
-    /// is often: three converted a tree of 1,000 small stores 10 % faster there than two (four: no faster again,
+    /// is often: three converted a tree of 1,000 small stores 8 % faster there than two (four: no faster again,
     /// and each thread's buffers in flight add to the peak memory; docs/BENCHMARKS.md).
     static let threadsPerTurn = 3
 

@@ -64,6 +64,37 @@ struct SegmentDigestTests {
         }
     }
 
+    @Test("a writer's verification against the bytes it packed refuses one byte changed, fewer bytes, other digests")
+    func comparedWithPackedBytes() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try Self.makeStore(at: directory.appending("store.sqlite"), bytes: 300_000, pageSize: 4096)
+            let bundle = directory.appending("Doc.mdz")
+            let metadata = try BundleWriter.write(BundleContent(store: store), metadata: DocumentMetadata(),
+                                                  to: bundle, options: WritingOptions())
+            let digests = try #require(metadata.store.segments)
+            let packed = try Fixtures.bytes(of: store)
+            let reader = try BundleReader(at: bundle)
+            func verify(_ bytes: [UInt8], _ digests: DocumentMetadata.SegmentDigests) -> DocumentError.Code? {
+                do {
+                    try bytes.withUnsafeBytes { try reader.verifyEntries(comparingStoreWith: $0, digests: digests) }
+                    return nil
+                } catch let error as DocumentError {
+                    return error.code
+                } catch {
+                    return .ioFailure
+                }
+            }
+            #expect(verify(packed, digests) == nil)
+            var changed = packed
+            changed[packed.count - 5] ^= 0x01  // past the header: only the comparison can see it
+            #expect(verify(changed, digests) == .checksumMismatch)
+            #expect(verify(Array(packed.dropLast(4096)), digests) == .checksumMismatch, "fewer bytes")
+            let other = DocumentMetadata.SegmentDigests(interval: digests.interval,
+                                                        digests: [String(repeating: "0", count: 64)])
+            #expect(verify(packed, other) == .checksumMismatch, "digests the metadata does not record")
+        }
+    }
+
     @Test("verify names the segment whose digest differs: the first, one in the middle, the last (partial) one",
           arguments: [0, 2, -1])
     func damagedDigest(position: Int) async throws {

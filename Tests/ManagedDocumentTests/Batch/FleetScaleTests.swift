@@ -67,10 +67,27 @@ struct FleetScaleTests {
             #expect(fromPlan.keys.sorted() == fromWalk.keys.sorted())
             for (source, walkedItem) in fromWalk {
                 let item = fromPlan[source]
-                #expect(item?.outcome == walkedItem.outcome && item?.kind == walkedItem.kind && item?.bundle == walkedItem.bundle
+                // > Two stores with one stem: the first converted gets STEM.mdz, the other NAME.mdz (docs/CLI.md);
+                // > which is first is not fixed when they convert at once (three threads a job), so the pair's
+                // > names are compared as a set below.
+                let twin = FilePath(source).stem == "Twin"
+                #expect(item?.outcome == walkedItem.outcome && item?.kind == walkedItem.kind
+                        && (twin || item?.bundle == walkedItem.bundle)
                         && item?.bytesIn == walkedItem.bytesIn && item?.rows == walkedItem.rows
                         && item?.reason == walkedItem.reason,
                         "\(source): walked \(walkedItem), planned \(String(describing: item))")
+            }
+            for items in [fromWalk, fromPlan] {
+                let twins = Dictionary(grouping: items.values.filter { FilePath($0.source).stem == "Twin" }) {
+                    FilePath($0.source).removingLastComponent().string
+                }
+                #expect(twins.count == tree.expectedOutcomes.keys.filter { FilePath($0).stem == "Twin" }.count / 2)
+                for (folder, pair) in twins {
+                    let names = Set(pair.compactMap { $0.bundle.map { FilePath($0).lastComponent?.string ?? "" } })
+                    let expected = Set(["Twin.mdz"] + pair.map { FilePath($0.source).lastComponent!.string + ".mdz" })
+                    #expect(pair.count == 2 && names.count == 2 && names.isSubset(of: expected) && names.contains("Twin.mdz"),
+                            "\(folder): \(pair.map { "\($0.source) -> \($0.bundle ?? "none")" })")
+                }
             }
             #expect(Dictionary(uniqueKeysWithValues: fromPlan.map { ($0.key, $0.value.outcome.rawValue) }) == tree.expectedOutcomes)
 

@@ -213,7 +213,9 @@ struct ReportMergeTests {
             let attempts = try #require(final.attempts)
             #expect(attempts.count == 2 && attempts[0].killed == true && attempts[1].killed == nil)
             #expect(attempts[0].summary.count(.converted) >= 5 && attempts[0].summary.interrupted)
-            #expect((attempts[0].inProgress ?? []).count <= 2)
+            // > One job runs three worker threads (a conversion waiting for its flush hands its turn on): at most three
+            // > items were started and not reported when the kill came.
+            #expect((attempts[0].inProgress ?? []).count <= 3, "\(attempts[0].inProgress ?? [])")
             // Every store converted by exactly one attempt, or named in progress by the killed one and found done.
             let inProgress = Set(attempts[0].inProgress ?? [])
             let converted = attempts.map { $0.summary.count(.converted) }.reduce(0, +)

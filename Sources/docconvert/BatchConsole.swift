@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 import ManagedDocument
 
 /// Item lines on stdout, progress on stderr (a live line on a terminal, plain lines elsewhere), the summary table.
@@ -19,7 +18,7 @@ final class BatchConsole: Sendable {
         var liveLineShown = false
         var failures = 0
     }
-    private let shown = Mutex(Shown())
+    private let shown = Protected(Shown())
 
     init(batch: BatchConverter, quiet: Bool, interval: Double, printsItems: Bool, verbose: Bool, planning: Bool = false) {
         self.planning = planning

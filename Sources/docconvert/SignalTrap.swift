@@ -1,11 +1,11 @@
 import Dispatch
 import Foundation
-import Synchronization
+import ManagedDocument
 
 /// SIGINT and SIGTERM as events: the first asks for a clean stop, the second for an immediate one.
 final class SignalTrap: Sendable {
     /// The signal sources (kept alive with the trap), the signals seen and the first one.
-    private let state = Mutex<(sources: [any DispatchSourceSignal], count: Int, received: Int32?)>(([], 0, nil))
+    private let state = Protected<(sources: [any DispatchSourceSignal], count: Int, received: Int32?)>(([], 0, nil))
 
     /// The first signal received, if any.
     var received: Int32? { state.withLock { $0.received } }

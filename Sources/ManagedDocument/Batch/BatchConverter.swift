@@ -4,7 +4,6 @@ import Glibc
 import Darwin
 #endif
 import Foundation
-import Synchronization
 import Logging
 import SystemPackage
 
@@ -208,11 +207,11 @@ public final class BatchConverter: Sendable {
     public let options: BatchOptions
     private let logger: Logger
     /// Where the run is, and whether it was told to stop.
-    private let guarded = Mutex<(progress: BatchProgress, cancelled: Bool)>((BatchProgress(), false))
+    private let guarded = Protected<(progress: BatchProgress, cancelled: Bool)>((BatchProgress(), false))
     /// The queues that walks under way fill: ``cancel()`` closes them, so a walk waiting for room stops at once.
-    private let walkQueues = Mutex<[BoundedQueue<BatchCandidate>]>([])
+    private let walkQueues = Protected<[BoundedQueue<BatchCandidate>]>([])
     /// The files the items' document locks are taken with, while conversions run.
-    private let parkedLocks = Mutex<ParkedLockFiles?>(nil)
+    private let parkedLocks = Protected<ParkedLockFiles?>(nil)
 
     /// A batch over `root`; nothing happens until ``run(_:)``. `logger` receives one line per item and the run's summary.
     ///
@@ -285,8 +284,8 @@ public final class BatchConverter: Sendable {
         }
         let startedAt = Date()
         guarded.withLock { $0.progress = BatchProgress(startedAt: startedAt) }
-        let writer = Mutex(try BatchPlanWriter(target: path))
-        let failure = Mutex<DocumentError?>(nil)
+        let writer = Protected(try BatchPlanWriter(target: path))
+        let failure = Protected<DocumentError?>(nil)
         let walker = BatchWalker(root: root, backupDirectory: options.conversion.backupDirectory?.lexicallyNormalized(),
                                  startedAt: startedAt)
         // > The walk lists folders on this thread; `jobs` threads read the files' first bytes and write the items
@@ -386,7 +385,7 @@ public final class BatchConverter: Sendable {
                 $0.progress.surveyFinished = true
             }
         }
-        let summary = Mutex(BatchSummary())
+        let summary = Protected(BatchSummary())
         // > `report` is the caller's code: a serial queue, which guards no state, makes its calls one at a time and
         // > in the order the items are counted; no lock of the library is held while it runs.
         let reporting = DispatchQueue(label: "ManagedDocument.batch.report")

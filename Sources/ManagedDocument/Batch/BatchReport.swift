@@ -4,7 +4,6 @@ import Glibc
 import Darwin
 #endif
 import Foundation
-import Synchronization
 import SystemPackage
 
 /// The JSON report of a batch run (docs/CLI.md, "batch"): what `docconvert batch --report FILE` writes and what
@@ -266,7 +265,7 @@ public final class BatchReportFile: Sendable {
     /// Where the report is kept.
     public let path: FilePath
     private let run: BatchReport
-    private let spool: Mutex<Spool>
+    private let spool: Protected<Spool>
 
     /// This run's items as JSON lines in a file beside the report (``BatchReportSpool``), locked while the run lives.
     private struct Spool {
@@ -295,7 +294,7 @@ public final class BatchReportFile: Sendable {
         do {
             let header = try BatchReportSpool.header(of: run, attempt: run.thisAttempt)
             try header.withUnsafeBytes { try FileSystem.writeAll(descriptor, $0, path: spoolPath) }
-            spool = Mutex(Spool(descriptor: descriptor, path: spoolPath, offset: Int64(header.count)))
+            spool = Protected(Spool(descriptor: descriptor, path: spoolPath, offset: Int64(header.count)))
         } catch {
             try? FileSystem.removeFile(spoolPath)  // Cleanup after a first error: nothing was recorded.
             try? descriptor.close()  // Squash close error of a file just removed.
@@ -399,7 +398,7 @@ public final class BatchReportFile: Sendable {
 /// ``BatchReport/attempts``), starting with ``BatchReport/signature``; ``BatchReport/read(from:)`` reads it.
 public final class BatchReportStream: Sendable {
     private let write: @Sendable (Data) -> Void
-    private let count = Mutex(0)
+    private let count = Protected(0)
 
     /// A stream that hands its bytes to `write`, in order, one call per piece.
     public init(write: @escaping @Sendable (Data) -> Void) {

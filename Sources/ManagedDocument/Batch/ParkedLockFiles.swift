@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
 import SystemPackage
 
 /// The files a batch takes its items' document locks with: made once per run, not once per item.
@@ -35,7 +34,7 @@ final class ParkedLockFiles: Sendable {
     }
 
     private let folder: FilePath
-    private let state = Mutex(State())
+    private let state = Protected(State())
 
     /// Parked files go into `folder` (the batch's root), made when a lock first needs one.
     init(in folder: FilePath) {

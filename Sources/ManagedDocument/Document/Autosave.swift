@@ -1,5 +1,4 @@
 import Logging
-import Synchronization
 
 /// The loop behind ``Document/OpenOptions/autosaveInterval``: it looks at the document every interval (a 4-byte
 /// read of the working copy's change counter, never SQLite) and saves once the changes have settled.
@@ -51,10 +50,10 @@ struct Autosave {
 
 /// A document held weakly, so that an autosave loop never keeps an abandoned document alive.
 final class WeakDocument: Sendable {
-    private let reference: Mutex<Reference>
+    private let reference: Protected<Reference>
     private struct Reference { weak var document: Document? }
 
-    init(_ document: Document?) { reference = Mutex(Reference(document: document)) }
+    init(_ document: Document?) { reference = Protected(Reference(document: document)) }
 
     var document: Document? { reference.withLock { $0.document } }
 }

@@ -7,7 +7,6 @@ import Foundation
 import GRDB
 import GRDBSQLite
 import Logging
-import Synchronization
 import SystemPackage
 
 /// A writable document whose store is served from its bundle (FORMAT.md 16.2): SQLite opens the store an

@@ -4,7 +4,6 @@ import Glibc
 import Darwin
 #endif
 import Foundation
-import Synchronization
 import GRDB
 import GRDBSQLite
 import Logging
@@ -194,7 +193,7 @@ public final class Document: Sendable {
         var autosave: Task<Void, Never>?
     }
 
-    let guarded: Mutex<Guarded>
+    let guarded: Protected<Guarded>
     private let documentLock: DocumentLock?
     /// For a read-only document whose store SQLite reads straight from the bundle (no working copy of the store):
     /// the registration of the VFS file it reads, which ``revert()`` points at the bundle as it is now. Kept as long
@@ -230,7 +229,7 @@ public final class Document: Sendable {
             try? header?.close()  // Squash close error: the first error is what counts.
             throw error
         }
-        self.guarded = Mutex(Guarded(
+        self.guarded = Protected(Guarded(
             state: editingDisabled ? .editingDisabled : (hasUnsavedChanges ? .hasUnsavedChanges : .normal),
             metadata: metadata, queue: queue, savedChangeCounter: counter, workingCopyLock: workingCopyLock,
             storeHeader: header, overlay: overlay?.registration.store, overlayBase: overlay?.base,

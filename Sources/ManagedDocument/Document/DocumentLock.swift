@@ -4,7 +4,6 @@ import Glibc
 import Darwin
 #endif
 import Foundation
-import Synchronization
 import SystemPackage
 
 /// The one-writer lock of a document: an exclusive `flock(2)` on `.<bundle name>.lock` beside the bundle.
@@ -21,7 +20,7 @@ final class DocumentLock: Sendable {
     let path: FilePath
     private let descriptor: FileDescriptor
     /// Set by the first ``release()``: the descriptor is closed once.
-    private let isReleased = Mutex(false)
+    private let isReleased = Protected(false)
     /// What ``release()`` does with the descriptor, when not closing it: hand it back to the parked file it holds
     /// (``ParkedLockFiles``).
     private let giveBack: (@Sendable () -> Void)?

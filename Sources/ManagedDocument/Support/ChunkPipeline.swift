@@ -1,6 +1,5 @@
 import Crypto
 import Dispatch
-import Synchronization
 
 /// Chunks of a stream, hashed with SHA-256 on a second thread while the caller fills the next one.
 ///
@@ -38,11 +37,11 @@ final class ChunkPipeline {
     /// What the hashing closures touch; they never hold the pipeline itself, so its deinit runs on the owner's thread.
     private final class Shared: Sendable {
         /// Touched on `queue` (or inline); the lock is uncontended, taken once per chunk.
-        let hashers: Mutex<Hashers>
+        let hashers: Protected<Hashers>
         let free: DispatchSemaphore
         init(count: Int, hashing: Hashing) {
             free = DispatchSemaphore(value: count)
-            hashers = Mutex(Hashers(hashing))
+            hashers = Protected(Hashers(hashing))
         }
     }
 

@@ -14,9 +14,9 @@ import Foundation
 /// let value = try outcome.wait().get()  // blocks until set; every later wait returns at once
 /// ```
 ///
-/// `Mutex` (the Synchronization module) has no condition to wait on, and a semaphore signalled once per waiter is a
-/// count to keep right by hand; this is the one type that blocks a thread until a value is there. The lock is
-/// pthread's, which ThreadSanitizer sees. Blocking work only: an async task awaits instead.
+/// ``Protected`` has no condition to wait on, and a semaphore signalled once per waiter is a count to keep right by
+/// hand; this is the one type that blocks a thread until a value is there. The lock is pthread's, which
+/// ThreadSanitizer sees. Blocking work only: an async task awaits instead.
 final class WaitableState<State: Sendable>: @unchecked Sendable {  // `state` is touched only while `condition` is locked
     private let condition = NSCondition()
     private var state: State

@@ -92,7 +92,7 @@ struct BatchTests {
             #expect(first.stdout.contains("\nsummary:"))
 
             let second = try BatchProcess.run([root.string, "--report", reportPath.string, "--quiet", "--json"])
-            #expect(second.status == 65)
+            #expect(second.status == 65, "\(second.stderr)")
             let rerun = try BatchReport.decode(second.stdout)  // this run's own items
             var expected = tree.expectedOutcomes
             for source in tree.stores.keys { expected[source] = "skipped-already-done" }
@@ -152,7 +152,7 @@ struct BatchTests {
 
             let secondReport = directory.appending("second.json")
             let second = try BatchProcess.run([root.string, "--report", secondReport.string, "--quiet"])
-            #expect(second.status == 65)
+            #expect(second.status == 65, "\(second.stderr)")
             let rest = try BatchReport.read(secondReport)
             let convertedSecond = Set(rest.items.filter { $0.outcome == .converted }.map(\.source))
             #expect(convertedFirst.isDisjoint(with: convertedSecond), "an item was converted twice")

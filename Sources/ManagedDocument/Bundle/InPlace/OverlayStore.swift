@@ -3,7 +3,6 @@ import Glibc
 #endif
 import CSQLite
 import GRDBSQLite  // sqlite3.h's types are attributed to the first module that includes it: GRDB's
-import Synchronization
 import SystemPackage
 
 /// A writable store made of a base (a bundle's store, read through any ``StoreSource``) and a private overlay: the
@@ -30,7 +29,7 @@ final class OverlayStore: StoreSource {
     let folder: FilePath
     /// The size of the blocks pages are counted in (the map's page size).
     let pageSize: Int
-    private let state: Mutex<State>
+    private let state: Protected<State>
     private let firstFailure = FirstFailure()
 
     /// The overlay's file, named in the folder; SQLite's journal is named after it (`overlay-journal`).
@@ -74,7 +73,7 @@ final class OverlayStore: StoreSource {
     private init(folder: FilePath, pageSize: Int, state: State) {
         self.folder = folder
         self.pageSize = pageSize
-        self.state = Mutex(state)
+        self.state = Protected(state)
     }
 
     deinit {

@@ -3,7 +3,6 @@ import Glibc
 #endif
 import CSQLite
 import GRDBSQLite  // sqlite3.h's types are attributed to the first module that includes it: GRDB's
-import Synchronization
 import SystemPackage
 
 /// A read-write SQLite VFS whose main database files are ``OverlayStore``s: a working copy made of its base bundle and
@@ -158,7 +157,7 @@ extension OverlayStore {
         /// The number `xOpen` reads from the URI's `overlay` parameter: never 0, never reused.
         let number: Int64
 
-        private static let table = Mutex<(next: Int64, stores: [Int64: OverlayStore])>((1, [:]))
+        private static let table = Protected<(next: Int64, stores: [Int64: OverlayStore])>((1, [:]))
 
         /// Registers `store` (and the VFS, once).
         ///

@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 /// The segments of a store read in place that are kept in memory: a bounded cache of the last segments used, and,
 /// when reads go forward segment after segment (a scan), the next segments read, inflated and checked ahead on a
@@ -15,7 +14,7 @@ final class SegmentCache: Sendable {
     let capacity: Int
     /// Segments read ahead at most, beyond the one asked for.
     let readAhead: Int
-    private let state = Mutex(State())
+    private let state = Protected(State())
     private let prefetcher = DispatchQueue(label: "ManagedDocument.readAhead", attributes: .concurrent)
 
     private struct State {

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// The file SQLite opened through ``BundleVFS``: the source it reads now, which a read-only document replaces when it
 /// reverts (the same connection then reads the bundle as it is now).
@@ -9,11 +8,11 @@ import Synchronization
 /// for a file another process changed.
 final class StoreSlot: Sendable {
     let isImmutable: Bool
-    private let current: Mutex<any StoreSource>
+    private let current: Protected<any StoreSource>
 
     init(_ source: any StoreSource, isImmutable: Bool) {
         self.isImmutable = isImmutable
-        current = Mutex(source)
+        current = Protected(source)
     }
 
     var source: any StoreSource { current.withLock { $0 } }
@@ -37,7 +36,7 @@ extension StoreSlot {
         /// The number `xOpen` reads from the URI's `slot` parameter (`sqlite3_uri_int64`): never 0, never reused.
         let number: Int64
 
-        private static let table = Mutex<(next: Int64, slots: [Int64: StoreSlot])>((1, [:]))
+        private static let table = Protected<(next: Int64, slots: [Int64: StoreSlot])>((1, [:]))
 
         init(_ slot: StoreSlot) {
             self.slot = slot

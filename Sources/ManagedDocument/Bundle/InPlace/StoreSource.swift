@@ -1,4 +1,3 @@
-import Synchronization
 import SystemPackage
 
 /// Where a store opened through ``BundleVFS`` reads its bytes: a bundle's store served segment by segment
@@ -18,7 +17,7 @@ protocol StoreSource: Sendable {
 
 /// The first failure a source met, kept for the caller to report (SQLite only says "disk I/O error").
 final class FirstFailure: Sendable {
-    private let first = Mutex<DocumentError?>(nil)
+    private let first = Protected<DocumentError?>(nil)
 
     /// Records `error` unless one is recorded already.
     func record(_ error: DocumentError) { first.withLock { if $0 == nil { $0 = error } } }

@@ -6,7 +6,8 @@
 #   scripts/sanitize.sh address     AddressSanitizer: memory errors (the C shim, libarchive callbacks, buffers)
 #
 # Extra arguments go to `swift test` (for example --filter DocumentTrustTests). The long soak of the readers
-# beside saves is shortened (DOCUMENT_SOAK_SECONDS, default 15 here). The last line says whether a report was found.
+# beside saves runs DOCUMENT_SOAK_SECONDS (60 here too: with 15, a sanitized run of many suites made no save in it).
+# The last line says whether a report was found.
 #
 # Every process writes its reports to a file of its own in .build-KIND.reports/ (log_path): the test process and the
 # programs the tests start (docconvert, the sample apps), whose stderr the tests read and would otherwise keep to
@@ -18,7 +19,7 @@ kind=${1:?usage: scripts/sanitize.sh thread|address [swift test arguments]}
 shift
 case "$kind" in thread|address) ;; *) echo "sanitize: 'thread' or 'address', not '$kind'" >&2; exit 64 ;; esac
 log=.build-$kind.log
-export DOCUMENT_SOAK_SECONDS=${DOCUMENT_SOAK_SECONDS:-15}
+export DOCUMENT_SOAK_SECONDS=${DOCUMENT_SOAK_SECONDS:-60}
 # > Tests that measure a child's peak memory skip that one check: the sanitizer's shadow memory and quarantine are
 # > not the program's.
 export MANAGED_DOCUMENT_SANITIZER=$kind

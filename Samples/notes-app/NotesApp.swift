@@ -15,6 +15,10 @@ import SystemPackage
 ///                                                    # appends entries, autosaved as they come
 /// notes-app Notes.mdz journal --rows 200 --save-every 10 --echo
 ///                                                    # says "committed N" after each entry's commit
+/// notes-app Notes.mdz sql "PRAGMA synchronous = OFF" "INSERT INTO note(text) VALUES ('x')" save "?SELECT count(*) FROM note" --hold 60
+///                                                    # runs each step in turn (SQL outside a transaction, save,
+///                                                    # revert, ?query printed), says "step N" after each, then
+///                                                    # "ready", and keeps the document open for --hold seconds
 /// ```
 @main
 struct NotesApp: AsyncParsableCommand {
@@ -23,7 +27,7 @@ struct NotesApp: AsyncParsableCommand {
         abstract: "A sample app whose notes live in a managed document.")
 
     @Argument(help: "The document.") var document: String
-    @Argument(help: "add, rewrite (replace every note with --bulk notes tagged NOTE), journal (append --rows entries, autosaved) or list")
+    @Argument(help: "add, rewrite (replace every note with --bulk notes tagged NOTE), journal (append --rows entries, autosaved), sql (run each step) or list")
     var action: String
     @Argument(help: "Notes to add.") var notes: [String] = []
     @Option(help: "Add this many generated notes with 1 KiB payloads.") var bulk = 0
@@ -34,6 +38,8 @@ struct NotesApp: AsyncParsableCommand {
     @Option(help: "journal: autosave after this many seconds of quiet (0: no autosave).") var autosave = 0.0
     @Option(help: "journal: also save explicitly after every this many entries (0: never).") var saveEvery = 0
     @Flag(help: "journal: say each entry once its transaction committed.") var echo = false
+    @Flag(help: "Recover the unsaved changes a process that died left (RecoveryPolicy.recover).") var recover = false
+    @Option(help: "ReadingLimits.maxRestartSegmentSize, in bytes (0: the default).") var maxRestartSegmentSize: UInt64 = 0
 
     func run() async throws {
         var options = Document.OpenOptions()
@@ -41,6 +47,8 @@ struct NotesApp: AsyncParsableCommand {
         options.lockTimeout = wait
         options.isReadOnly = readOnly
         if autosave > 0 { options.autosaveInterval = autosave }
+        if recover { options.recovery = .recover }
+        if maxRestartSegmentSize > 0 { options.limits.maxRestartSegmentSize = maxRestartSegmentSize }
         let document: Document
         do {
             document = try await Document.open(at: FilePath(self.document), options: options)
@@ -100,6 +108,8 @@ struct NotesApp: AsyncParsableCommand {
             }
             try await document.close(savingChanges: true)
             say("closed \(first + rows - 1)")
+        case "sql":
+            try await runSteps(notes, on: document)
         case "list":
             let texts = try await document.reader.read { db in
                 try db.tableExists("note") ? try String.fetchAll(db, sql: "SELECT text FROM note ORDER BY id") : []
@@ -108,8 +118,39 @@ struct NotesApp: AsyncParsableCommand {
             if hold > 0 { try await Task.sleep(nanoseconds: UInt64(hold * 1e9)) }
             try await document.close(savingChanges: false)
         default:
-            throw ValidationError("the action is add, rewrite, journal or list")
+            throw ValidationError("the action is add, rewrite, journal, sql or list")
         }
+    }
+
+    /// Runs each step in turn: `save`, `revert`, `?SQL` (a query whose rows are printed, one line each, values
+    /// separated by `|`), or SQL run outside a transaction (a pragma, statements each in its own transaction, or
+    /// `BEGIN … COMMIT`); says `step N` after each, then `ready`, then holds the document open for `--hold` seconds
+    /// and closes it without saving. A failed step prints `error: …` and exits with 65.
+    func runSteps(_ steps: [String], on document: Document) async throws {
+        for (index, step) in steps.enumerated() {
+            do {
+                switch step {
+                case "save": try await document.save()
+                case "revert": try await document.revert()
+                case let query where query.hasPrefix("?"):
+                    let rows = try await document.reader.read { db in
+                        try Row.fetchAll(db, sql: String(query.dropFirst())).map { row in
+                            row.databaseValues.map { "\($0)" }.joined(separator: "|")
+                        }
+                    }
+                    for row in rows { say(row) }
+                default:
+                    try await document.writer.writeWithoutTransaction { db in try db.execute(sql: step) }
+                }
+            } catch {
+                FileHandle.standardError.write(Data("error: step \(index + 1): \(error)\n".utf8))
+                throw ExitCode(65)
+            }
+            say("step \(index + 1)")
+        }
+        say("ready")
+        if hold > 0 { try await Task.sleep(nanoseconds: UInt64(hold * 1e9)) }
+        try await document.close(savingChanges: false)
     }
 
     /// The payload of journal entry `id`: 1 KiB that deflates, different for every entry.

@@ -184,7 +184,7 @@ extension Document {
         let route = options.servesStoreInPlaceForWriting ? StoreRoute(reader)
             : .extract(reason: "serving the store in place is turned off for writing")
         // A working copy already there belongs to a process that died holding this document (we hold its lock).
-        let leftover = try examineWorkingCopy(copy, reader: reader, route: route, options: options, path: path)
+        let leftover = try examineWorkingCopy(copy, reader: reader, options: options, path: path)
         if leftover == .none {
             try FileSystem.createDirectory(copy.directory, mode: 0o700)
         }
@@ -235,11 +235,19 @@ extension Document {
     private static func openWorkingStore(_ copy: WorkingCopy, reader: BundleReader, route: StoreRoute,
                                          leftover: Leftover, options: OpenOptions)
     throws -> (queue: DatabaseQueue, hasChanges: Bool, loan: SegmentLoan?,
-               overlay: (registration: OverlayStore.Registration, base: BundleReader)?) {
-        if leftover != .extracted, case .inPlace(let plan) = route {
-            let opened = try openOverlay(copy, reader: reader, plan: plan, recovering: leftover == .overlay)
+               overlay: (registration: OverlayStore.Registration, base: BundleReader?)?) {
+        if case .overlay(let hasChanges) = leftover {
+            // > A crashed overlay is recovered whatever the route: over the bundle served in place, or, when this
+            // > open's limits do not serve it so, over a verified copy of its store.
+            let base: OverlayBase
+            if case .inPlace(let plan) = route { base = .inPlace(plan) } else { base = .extracted }
+            let opened = try openOverlay(copy, reader: reader, base: base, recovering: true)
+            return (opened.queue, hasChanges, nil, (opened.registration, opened.base))
+        }
+        if leftover == .none, case .inPlace(let plan) = route {
+            let opened = try openOverlay(copy, reader: reader, base: .inPlace(plan), recovering: false)
             options.logger.debug("\(reader.path): the store is served from the bundle, changes kept in an overlay")
-            return (opened.queue, opened.hasChanges, nil, (opened.registration, reader))
+            return (opened.queue, false, nil, (opened.registration, opened.base))
         }
         var loan: SegmentLoan?
         if leftover == .none {

@@ -20,17 +20,19 @@ extension Document {
         case none
         /// An extracted store to recover (a working copy as releases before 16.2 made it).
         case extracted
-        /// An overlay and map over the bundle as it is now, to recover.
-        case overlay
+        /// An overlay and map that lie over the bundle as it is now, to recover; whether they hold changes the
+        /// bundle does not have.
+        case overlay(hasChanges: Bool)
     }
 
     /// Decides what to do with the working copy folder a process that died left for `reader`'s bundle (the
-    /// document's lock is held): recovered when ``OpenOptions/recovery`` says so and it was made over this bundle,
-    /// or over the save that put this bundle in place (its changes are then in it: it is discarded); removed
-    /// otherwise. An overlay made over another bundle is refused with ``DocumentError/Code/metadataMismatch``, and
-    /// nothing is removed: its changes are in no bundle.
-    static func examineWorkingCopy(_ copy: WorkingCopy, reader: BundleReader, route: StoreRoute,
-                                   options: OpenOptions, path: FilePath) throws -> Leftover {
+    /// document's lock is held): recovered when ``OpenOptions/recovery`` says so and it lies over this bundle's
+    /// store (made over it, or over the store a save put in place from it: ``OverlayMap/coverage(ofStoreDigest:size:)``),
+    /// decided by the store's digest and size, never by the file's times or the reader's limits; removed otherwise.
+    /// An overlay made over another store is refused with ``DocumentError/Code/metadataMismatch``, and nothing is
+    /// removed: its changes are in no bundle.
+    static func examineWorkingCopy(_ copy: WorkingCopy, reader: BundleReader, options: OpenOptions,
+                                   path: FilePath) throws -> Leftover {
         guard FileSystem.isDirectory(copy.directory) else { return .none }
         guard options.recovery == .recover else {
             try FileSystem.removeTree(copy.directory)
@@ -38,16 +40,13 @@ extension Document {
         }
         let digest = reader.metadata.store.contentDigest
         if let map = try OverlayStore.readMap(in: copy.directory) {
-            let header = map.header
-            if header.baseIdentity == OverlayMap.BaseIdentity(reader.openedIdentity), header.baseDigest == digest,
-               header.baseSize == reader.metadata.store.size, case .inPlace = route {
-                return .overlay
-            }
-            guard map.pendingBase == digest else {
+            switch map.coverage(ofStoreDigest: digest, size: reader.metadata.store.size) {
+            case .madeOver(let hasChanges), .savedInto(let hasChanges):
+                return .overlay(hasChanges: hasChanges)
+            case .neither:
                 throw DocumentError(.metadataMismatch, path: path,
                                     reason: "a working copy with unsaved changes (left by a process that ended at \(copy.directory)) was made over another version of the document, which has been replaced since; nothing was removed: move that folder away, or open with RecoveryPolicy.discard to drop the changes")
             }
-            // > The save that put this bundle in place was made from the overlay: its changes are all in it.
         } else if let base = copy.readBase(), base.storeDigest == digest, FileSystem.isRegularFile(copy.store) {
             return .extracted
         }
@@ -55,20 +54,39 @@ extension Document {
         return .none
     }
 
+    /// What an overlay lies over: the bundle's store served in place, or (when the reader's limits do not let it be
+    /// served in place, and a crashed overlay is recovered) a verified copy of it extracted into the working copy.
+    enum OverlayBase {
+        case inPlace(SegmentPlan)
+        case extracted
+    }
+
+    /// The name of the extracted base an overlay recovered under limits that do not serve the bundle in place
+    /// lies over, in the working copy's folder.
+    static let extractedBaseName = "base-store"
+
     /// Opens the store of a writable document through an overlay in the working copy's folder over `reader`'s
-    /// bundle, served as `plan` says: made empty (the bundle's other entries extracted beside it), or recovered as
+    /// bundle, served as `base` says: made empty (the bundle's other entries extracted beside it), or recovered as
     /// the last acknowledged commit left it (SQLite rolls a hot journal back). Returns the connection, the overlay's
-    /// registration, and whether the recovered overlay holds changes the bundle does not have.
-    static func openOverlay(_ copy: WorkingCopy, reader: BundleReader, plan: SegmentPlan, recovering: Bool)
-    throws -> (queue: DatabaseQueue, registration: OverlayStore.Registration, hasChanges: Bool) {
+    /// registration, and the reader a save may copy unchanged segments from (`nil` over an extracted base).
+    static func openOverlay(_ copy: WorkingCopy, reader: BundleReader, base: OverlayBase, recovering: Bool)
+    throws -> (queue: DatabaseQueue, registration: OverlayStore.Registration, base: BundleReader?) {
         OverlayStore.removeLeftovers(in: copy.directory)
-        let source = SegmentSource(reader, plan: plan, cacheSize: BundleStore.defaultCacheSize)
+        let source: any StoreSource
+        switch base {
+        case .inPlace(let plan):
+            source = SegmentSource(reader, plan: plan, cacheSize: BundleStore.defaultCacheSize)
+        case .extracted:
+            let file = copy.directory.appending(extractedBaseName)
+            if try FileSystem.exists(file) { try FileSystem.removeFile(file) }
+            _ = try reader.extractStore(to: file)
+            source = try StoreFile(file)
+        }
         let identity = OverlayMap.BaseIdentity(reader.openedIdentity)
         let digest = reader.metadata.store.contentDigest
         let store: OverlayStore
         if recovering {
-            store = try OverlayStore.open(folder: copy.directory, base: source, expectedIdentity: identity,
-                                          expectedDigest: digest)
+            store = try OverlayStore.open(folder: copy.directory, base: source, expectedDigest: digest)
         } else {
             _ = try reader.extract(into: copy.content, permissions: [.ownerReadWrite], skippingStore: true)
             try copy.writeBase(WorkingCopy.Base(bundle: reader.path.string, storeDigest: digest))
@@ -86,8 +104,8 @@ extension Document {
         } catch {
             throw ReadOnlyStore.reported(error, source: store, path: reader.path)
         }
-        let hasChanges = recovering && (!store.presentPages.isEmpty || store.logicalSize != source.size)
-        return (queue, registration, hasChanges)
+        if case .inPlace = base { return (queue, registration, reader) }
+        return (queue, registration, nil)
     }
 
     /// The store's page size, from its header (bytes 16-17, big-endian; 1 stands for 65536), checked: the blocks

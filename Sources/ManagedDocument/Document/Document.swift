@@ -206,7 +206,7 @@ public final class Document: Sendable {
          documentLock: DocumentLock?, workingCopy: WorkingCopy, workingCopyLock: FileDescriptor, options: OpenOptions,
          conversionReport: ConversionReport?, appliedMigrations: [String], hasUnsavedChanges: Bool,
          segmentLoan: SegmentLoan? = nil, inPlace: StoreSlot.Registration? = nil,
-         overlay: (registration: OverlayStore.Registration, base: BundleReader)? = nil) throws {
+         overlay: (registration: OverlayStore.Registration, base: BundleReader?)? = nil) throws {
         self.path = path
         self.isReadOnly = isReadOnly
         self.documentLock = documentLock

@@ -50,7 +50,7 @@ struct OverlayFixture {
 
     /// The working copy in `folder`, recovered.
     func open(_ folder: FilePath) throws -> OverlayStore {
-        try OverlayStore.open(folder: folder, base: source(), expectedIdentity: identity, expectedDigest: digest)
+        try OverlayStore.open(folder: folder, base: source(), expectedDigest: digest)
     }
 
     /// A copy of the loose store at `path`, in rollback journal mode: the model a test applies the same SQL to.

@@ -6,7 +6,8 @@ import GRDBSQLite  // sqlite3.h's types are attributed to the first module that 
 
 /// The part the package's two VFSs (``BundleVFS``, ``OverlayVFS``) share: a `sqlite3_vfs` that hands everything but
 /// opening files to the process's default VFS (its `pAppData`): deleting and probing files, full path names,
-/// randomness, sleep and time.
+/// loading extensions (`xDlOpen`, `xDlError`, `xDlSym`, `xDlClose`: an app that enables extension loading on a
+/// document's connection loads through them), randomness, sleep, time and the last OS error.
 enum DelegatingVFS {
     /// The default VFS a delegating VFS hands its calls to.
     static func fallback(_ vfs: UnsafeMutablePointer<sqlite3_vfs>?) -> UnsafeMutablePointer<sqlite3_vfs> {
@@ -49,7 +50,26 @@ enum DelegatingVFS {
             let fallback = DelegatingVFS.fallback(vfs)
             return fallback.pointee.xCurrentTime(fallback, time)
         }
-        vfs.pointee.xGetLastError = { _, _, _ in 0 }
+        vfs.pointee.xDlOpen = { vfs, name in
+            let fallback = DelegatingVFS.fallback(vfs)
+            return fallback.pointee.xDlOpen(fallback, name)
+        }
+        vfs.pointee.xDlError = { vfs, count, output in
+            let fallback = DelegatingVFS.fallback(vfs)
+            fallback.pointee.xDlError(fallback, count, output)
+        }
+        vfs.pointee.xDlSym = { vfs, handle, symbol in
+            let fallback = DelegatingVFS.fallback(vfs)
+            return fallback.pointee.xDlSym(fallback, handle, symbol)
+        }
+        vfs.pointee.xDlClose = { vfs, handle in
+            let fallback = DelegatingVFS.fallback(vfs)
+            fallback.pointee.xDlClose(fallback, handle)
+        }
+        vfs.pointee.xGetLastError = { vfs, count, output in
+            let fallback = DelegatingVFS.fallback(vfs)
+            return fallback.pointee.xGetLastError?(fallback, count, output) ?? 0
+        }
         vfs.pointee.xCurrentTimeInt64 = { vfs, time in
             let fallback = DelegatingVFS.fallback(vfs)
             return fallback.pointee.xCurrentTimeInt64(fallback, time)

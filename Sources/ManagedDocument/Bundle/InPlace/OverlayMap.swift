@@ -88,9 +88,49 @@ struct OverlayMap: Sendable {
     /// Where the last good record ends: the map's length once recovery cut it back.
     let length: Int
 
-    /// The store digest the last record names when it is a pending-base record (a save renamed, or was about to
-    /// rename, a bundle of that digest into place, and nothing was written since); `nil` otherwise.
-    var pendingBase: String? { records.last?.pendingBase }
+    /// What the overlay is to a bundle whose store has `digest` and `size`: decided from what the map holds (its
+    /// header and every record), never from the kind of its last record, nor from the base file's times.
+    ///
+    /// - The header names that store: the overlay was made over it, and every record is a change to it.
+    /// - Otherwise a pending-base record names it (the last such record, whose sizes are that store's): a save put
+    ///   that store in place from the overlay as it stood then, and the overlay was not laid over it afterwards (a
+    ///   crash, a failed reset, a bundle not served in place). The overlay reads the same over that store as over
+    ///   the header's base: a page it holds is read from it either way; any other byte below the base limit was
+    ///   the header's base's when the save read it, and the base limit only falls. The records after that one are
+    ///   changes the store does not have.
+    /// - Otherwise the overlay was made over another store, and its changes are in no bundle known here.
+    func coverage(ofStoreDigest digest: String, size: Int64) -> Coverage {
+        if header.baseDigest == digest, header.baseSize == size {
+            return .madeOver(hasChanges: records.contains { $0.pendingBase == nil })
+        }
+        guard let index = records.lastIndex(where: { $0.pendingBase == digest && $0.logicalSize == size }) else {
+            return .neither
+        }
+        return .savedInto(hasChanges: records[(index + 1)...].contains { $0.pendingBase == nil })
+    }
+
+    /// What a map's overlay is to a bundle's store (``coverage(ofStoreDigest:size:)``).
+    enum Coverage: Equatable {
+        /// The overlay was made over it; whether any record changed it.
+        case madeOver(hasChanges: Bool)
+        /// A save put it in place from the overlay; whether a record after that save changed it.
+        case savedInto(hasChanges: Bool)
+        /// Neither: the overlay's changes were made over another store.
+        case neither
+
+        /// Whether the overlay may be laid over that store.
+        var isOver: Bool { self != .neither }
+        /// Whether the overlay over that store holds changes the store does not have.
+        var hasChanges: Bool {
+            switch self {
+            case .madeOver(let changes), .savedInto(let changes): return changes
+            case .neither: return false
+            }
+        }
+    }
+
+    /// Whether any record is a pending base (a save's, whose store may be in place under the document's name).
+    var hasPendingBase: Bool { records.contains { $0.pendingBase != nil } }
 
     /// The header's bytes.
     static func encode(_ header: Header) -> [UInt8] {

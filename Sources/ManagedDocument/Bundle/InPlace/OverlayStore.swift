@@ -58,6 +58,10 @@ final class OverlayStore: StoreSource {
         var recordedLimit: Int64
         /// Whether `overlay` was written or cut since it was last flushed.
         var isOverlayDirty = false
+        /// Whether the last record is a pending base: the next `xSync` after a write then appends a record even
+        /// when the write made no page present and changed no size (it rewrote pages the overlay holds), so that
+        /// recovery sees a change after that save (``OverlayMap/coverage(ofStoreDigest:size:)``).
+        var awaitsChange = false
         /// Whether SQLite holds the store open.
         var isAttached = false
         /// Why nothing more is written: a reset failed once the new map was in place, so the files no longer
@@ -69,7 +73,7 @@ final class OverlayStore: StoreSource {
         var pagesPerRecord = OverlayStore.defaultPagesPerRecord
     }
 
-    /// A store over the state ``open(folder:base:expectedIdentity:expectedDigest:)`` recovered.
+    /// A store over the state ``open(folder:base:expectedDigest:)`` recovered.
     private init(folder: FilePath, pageSize: Int, state: State) {
         self.folder = folder
         self.pageSize = pageSize
@@ -97,7 +101,7 @@ extension OverlayStore {
     ///
     /// - Parameters:
     ///   - pageSize: the store's page size: the blocks the map counts (a power of two, 512 to 65536).
-    ///   - baseIdentity: the base bundle's identity, for recovery to check.
+    ///   - baseIdentity: the base bundle's identity (recorded for diagnosis: recovery decides by the digest).
     ///   - baseDigest: the base's store digest.
     /// - Precondition: `pageSize` is a power of two from 512 to 65536.
     /// - Throws: ``DocumentError/Code/alreadyExists`` when the folder holds a map already; I/O errors.
@@ -115,25 +119,30 @@ extension OverlayStore {
         let files = try replaceFiles(in: folder, header: header, isMapReplaced: &isMapReplaced)
         try? files.overlay.close()  // Squash close errors: both were flushed; open reads them again.
         try? files.map.close()
-        return try open(folder: folder, base: base, expectedIdentity: baseIdentity, expectedDigest: baseDigest)
+        return try open(folder: folder, base: base, expectedDigest: baseDigest)
     }
 
     /// Opens the overlay and map in `folder` over `base`, as the last acknowledged `xSync` left them: the map is
     /// read up to its last good record and cut back there, and `overlay` cut to the logical size (what lies beyond
     /// was never committed). SQLite rolls a hot journal back when it opens the store.
     ///
-    /// - Throws: ``DocumentError/Code/metadataMismatch`` when the map's header names another base (identity,
-    ///   digest or store size) than the one given; nothing is changed or removed then.
-    ///   ``DocumentError/Code/notFound`` when there is no map; ``DocumentError/Code/storeCorrupt`` when its header is
-    ///   damaged, or `overlay` is missing while the map names pages.
-    static func open(folder: FilePath, base: any StoreSource, expectedIdentity: OverlayMap.BaseIdentity,
-                     expectedDigest: String) throws -> OverlayStore {
+    /// `base` is the store the map's header names, or one a save put in place from this overlay
+    /// (``OverlayMap/coverage(ofStoreDigest:size:)``): `expectedDigest` is its store digest.
+    ///
+    /// - Throws: ``DocumentError/Code/metadataMismatch`` when the overlay lies over neither (nothing is changed or
+    ///   removed then); ``DocumentError/Code/notFound`` when there is no map; ``DocumentError/Code/storeCorrupt``
+    ///   when its header is damaged, or `overlay` is missing while the map names pages.
+    static func open(folder: FilePath, base: any StoreSource, expectedDigest: String) throws -> OverlayStore {
         let mapPath = folder.appending(mapName)
         let map = try openFile(mapPath, creating: false)
         do {
             let bytes = try FileSystem.read(map, at: 0, count: Int(fileSize(map, path: mapPath)), path: mapPath)
             let parsed = try OverlayMap(parsing: bytes, path: mapPath)
-            try check(parsed.header, base: base, identity: expectedIdentity, digest: expectedDigest, path: mapPath)
+            guard parsed.coverage(ofStoreDigest: expectedDigest, size: base.size).isOver else {
+                throw DocumentError(.metadataMismatch, path: mapPath,
+                                    reason: "the working copy's changes were made over another version of the document "
+                                        + "(its page map names another base); nothing was changed")
+            }
             if parsed.length < bytes.count {
                 // > The records after the last good one were never acknowledged: cut them off.
                 try resize(map, to: Int64(parsed.length), path: mapPath)
@@ -144,16 +153,6 @@ extension OverlayStore {
         } catch {
             try? map.close()  // Squash close error and throw the first one.
             throw error
-        }
-    }
-
-    /// Refuses a header that names another base than `base`.
-    private static func check(_ header: OverlayMap.Header, base: any StoreSource, identity: OverlayMap.BaseIdentity,
-                              digest: String, path: FilePath) throws {
-        guard header.baseIdentity == identity, header.baseDigest == digest, header.baseSize == base.size else {
-            throw DocumentError(.metadataMismatch, path: path,
-                                reason: "the working copy's changes were made over another version of the document "
-                                    + "(its page map names another base); nothing was changed")
         }
     }
 
@@ -182,7 +181,8 @@ extension OverlayStore {
         }
         return State(base: base, overlay: overlay, map: map, mapLength: Int64(parsed.length),
                      sequence: parsed.records.last?.sequence ?? 0, present: present, pending: PageSet(), logicalSize: size,
-                     baseLimit: limit, recordedSize: size, recordedLimit: limit)
+                     baseLimit: limit, recordedSize: size, recordedLimit: limit,
+                     awaitsChange: parsed.records.last?.pendingBase != nil)
     }
 
     /// Writes an empty overlay and a map of `header` alone aside, flushes them, and renames them into place: the
@@ -255,6 +255,7 @@ extension OverlayStore {
             state.recordedSize = newBase.size
             state.recordedLimit = newBase.size
             state.isOverlayDirty = false
+            state.awaitsChange = false
         }
     }
 }
@@ -285,6 +286,7 @@ extension OverlayStore {
             }
             state.mapLength += Int64(bytes.count)
             state.sequence = record.sequence
+            state.awaitsChange = true
         }
     }
 
@@ -572,19 +574,20 @@ extension OverlayStore {
 
     /// `overlay` flushed, then records naming the blocks made present since the last one (at most
     /// ``defaultPagesPerRecord`` each), the logical size and the base limit appended to `map`, and `map` flushed once.
-    /// Nothing is appended when nothing changed.
+    /// Nothing is appended when nothing changed, except after a pending base (``State/awaitsChange``).
     ///
     /// A transaction of many pages is recorded in several records, so that no record, and no array of its pages,
     /// grows with the store. A crash between two of them is as safe as a torn record: a block made present since
     /// the last `xSync` was the base's before it, so where it is not recorded it reads as it did before the
     /// transaction, and SQLite's hot journal rolls back the blocks that are.
     private static func sync(_ state: inout State, _ store: OverlayStore) throws {
-        if state.isOverlayDirty {
+        let wrote = state.isOverlayDirty
+        if wrote {
             try dataSync(state.overlay, path: store.overlayPath)
             state.isOverlayDirty = false
         }
         guard !state.pending.isEmpty || state.logicalSize != state.recordedSize
-            || state.baseLimit != state.recordedLimit else { return }
+            || state.baseLimit != state.recordedLimit || (wrote && state.awaitsChange) else { return }
         state.afterOverlaySync?()
         var sequence = state.sequence
         var end = state.mapLength
@@ -613,10 +616,12 @@ extension OverlayStore {
         } catch {
             // > The records are written again, whole, at the same place at the next xSync; a torn rest is cut off.
             try? resize(state.map, to: state.mapLength, path: store.mapPath)  // Squash: recovery cuts it too.
+            if wrote { state.isOverlayDirty = true }  // the next xSync records this write still
             throw error
         }
         state.mapLength = end
         state.sequence = sequence
+        state.awaitsChange = false
         state.pending = PageSet()
         state.recordedSize = state.logicalSize
         state.recordedLimit = state.baseLimit

@@ -80,9 +80,22 @@ enum OverlayVFS {
             result?.pointee = 0
             return SQLITE_OK
         }
-        methods.pointee.xFileControl = { _, operation, argument in
-            guard operation == SQLITE_FCNTL_PRAGMA else { return SQLITE_NOTFOUND }
-            return OverlayVFS.pragma(argument)
+        methods.pointee.xFileControl = { file, operation, argument in
+            switch operation {
+            case SQLITE_FCNTL_PRAGMA:
+                return OverlayVFS.pragma(argument)
+            case SQLITE_FCNTL_SYNC:
+                // > "sent to the VFS immediately before the xSync method is invoked on a database file descriptor.
+                // > Or, if the xSync method is not invoked because the user has configured SQLite with PRAGMA
+                // > synchronous=OFF it is invoked in place of the xSync method." The commit is recorded here, so a
+                // > transaction SQLite reported committed survives the process under every `synchronous` setting
+                // > (OFF promises that much: only an OS crash or a power cut may lose it). The xSync that follows
+                // > in the other settings finds nothing left to do.
+                guard let store = OverlayVFS.store(file) else { return md_sqlite_ioerr_fsync }
+                return store.sqliteSync()
+            default:
+                return SQLITE_NOTFOUND
+            }
         }
         methods.pointee.xSectorSize = { _ in 4096 }
         // > Power-safe overwrite: a write changes no byte outside its range once a crash is recovered. A write into
@@ -111,24 +124,29 @@ enum OverlayVFS {
     }
 
     /// `xOpen`: the store from the URI's registration, or any other file (the journal, a temporary file) from the
-    /// default VFS; never a WAL.
+    /// default VFS; never the store's WAL.
     private static func open(_ vfs: UnsafeMutablePointer<sqlite3_vfs>?, _ name: sqlite3_filename?,
                              _ file: UnsafeMutablePointer<sqlite3_file>?, _ flags: Int32,
                              _ outFlags: UnsafeMutablePointer<Int32>?) -> Int32 {
         guard let file else { return SQLITE_CANTOPEN }
-        guard flags & SQLITE_OPEN_MAIN_DB != 0 else {
+        // > sqlite3_uri_int64(F,P,D) reads a parameter of a main database's URI, and (since 3.31) of its journal's
+        // > and WAL's names too; it returns D (0) when P is missing and 0 when it is not an integer: never a
+        // > registration's number. A file without one is not a working copy's: an ATTACHed database, VACUUM INTO's
+        // > target, their journals and WALs, temporary files; the default VFS serves them, as SQLite's own
+        // > appendvfs does.
+        let number = name.map { sqlite3_uri_int64($0, "overlay", 0) } ?? 0
+        guard flags & SQLITE_OPEN_MAIN_DB != 0, number != 0 else {
             file.pointee.pMethods = nil
-            guard flags & SQLITE_OPEN_WAL == 0 else { return SQLITE_CANTOPEN }
+            // > The working copy's store never has a WAL (its methods are version 1, and the pragma is refused).
+            guard number == 0 || flags & SQLITE_OPEN_WAL == 0 else { return SQLITE_CANTOPEN }
             let fallback = DelegatingVFS.fallback(vfs)
             return fallback.pointee.xOpen(fallback, name, file, flags, outFlags)
         }
         let raw = UnsafeMutableRawPointer(file).assumingMemoryBound(to: md_overlay_file.self)
         raw.pointee.base.pMethods = nil
         raw.pointee.store = nil
-        // > sqlite3_uri_int64(F,P,D) returns D (0) when P is missing and 0 when it is not an integer: never a
-        // > registration's number.
         guard flags & SQLITE_OPEN_READWRITE != 0,
-              let store = OverlayStore.Registration.store(numbered: sqlite3_uri_int64(name, "overlay", 0)),
+              let store = OverlayStore.Registration.store(numbered: number),
               store.attach() else {
             return SQLITE_CANTOPEN
         }

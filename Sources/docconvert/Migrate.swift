@@ -164,6 +164,9 @@ struct Migrate: AsyncParsableCommand {
                 // > The library's advice (open the document read-only) is an app's; a migration has to write.
                 let cause = error.underlyingError.map { " (\($0))" } ?? ""
                 result.error?.message = "\(result.path): cannot write beside the document in its folder\(cause); make the folder writable for this user and run again; the document is unchanged"
+            } else if error.code == .readOnly {
+                let why = error.reason.components(separatedBy: "; open it with").first ?? error.reason
+                result.error?.message = "\(result.path): \(why); make it writable for this user (chmod u+w) and run again; the document is unchanged"
             }
             result.failure = error.code
         } catch {

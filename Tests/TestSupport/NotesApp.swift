@@ -8,12 +8,21 @@ public final class NotesApp {
     private let pipe = Pipe()
     public private(set) var output = ""
 
-    public init(_ arguments: [String], in directory: FilePath) throws {
-        process.executableURL = URL(fileURLWithPath: builtProduct("notes-app"))
-        process.arguments = arguments
+    /// - Parameter unprivileged: run as the user `nobody` when the tests run as root (as ``Docconvert/run``), so
+    ///   that file permissions count as they do for a user.
+    public init(_ arguments: [String], in directory: FilePath, unprivileged: Bool = false) throws {
+        if unprivileged && geteuid() == 0 {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "--", builtProduct("notes-app")]
+                + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: builtProduct("notes-app"))
+            process.arguments = arguments
+        }
         var environment = ProcessInfo.processInfo.environment
         environment["TMPDIR"] = directory.appending("tmp").string
         try FileManager.default.createDirectory(atPath: directory.appending("tmp").string, withIntermediateDirectories: true)
+        if unprivileged { chmod(directory.appending("tmp").string, 0o1777) }
         process.environment = environment
         process.standardOutput = pipe
         process.standardError = pipe
@@ -38,7 +47,8 @@ public final class NotesApp {
     }
 
     /// Runs the app to its end: its status and whole output.
-    public static func run(_ arguments: [String], in directory: FilePath) throws -> (status: Int32, output: String) {
-        try NotesApp(arguments, in: directory).finish()
+    public static func run(_ arguments: [String], in directory: FilePath, unprivileged: Bool = false) throws
+        -> (status: Int32, output: String) {
+        try NotesApp(arguments, in: directory, unprivileged: unprivileged).finish()
     }
 }

@@ -55,14 +55,15 @@ final class ArchiveWriter {
     ///   - forcesZIP64: write zip64 fields and end records even when no size needs them (for tests and for
     ///     readers that want to check their zip64 support).
     ///   - compressionThreads: threads that deflate one large entry at once (``ParallelDeflater``); 0 deflates on the
-    ///     calling thread.
+    ///     calling thread. At most the cores this process may use are started: more would deflate no faster, and
+    ///     each holds its own buffers.
     init(descriptor: FileDescriptor, path: FilePath, mediaType: String, deflateLevel: Int,
          modificationTime: Int64, forcesZIP64: Bool = false, compressionThreads: Int = 0) throws {
         precondition((0...9).contains(deflateLevel), "deflate level must be 0...9")
         self.path = path
         self.deflateLevel = deflateLevel
         self.forcesZIP64 = forcesZIP64
-        self.compressionThreads = max(0, compressionThreads)
+        self.compressionThreads = min(max(0, compressionThreads), ParallelDeflater.availableCores)
         self.modificationTime = modificationTime
         self.dosTime = dosDateTime(secondsSince1970: modificationTime)
         self.sink = ArchiveSink(descriptor: descriptor, path: path)

@@ -53,7 +53,9 @@ public struct WritingOptions: Sendable, Equatable {
     /// at most 8. Such an entry is one deflate stream cut into slices that end at sync points and restart every
     /// 128 KiB (recorded for the store in `store.deflateRestarts`, so readers can inflate it on every core too);
     /// any zip tool reads it as one stream, and it is about 1 % larger than a plain stream. With 0, every entry is
-    /// deflated on the calling thread, in the same slices (the same bytes).
+    /// deflated on the calling thread, in the same slices (the same bytes). A number above the cores this process
+    /// may use starts one thread a core (more would deflate no faster, each with buffers of its own); the bytes
+    /// written are the same for any number.
     public var compressionThreads: Int = min(ParallelDeflater.availableCores, 8)
     /// Writes zip64 records even for small bundles (tests of zip64 readers).
     var forcesZIP64 = false

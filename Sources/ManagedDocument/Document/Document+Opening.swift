@@ -174,7 +174,13 @@ extension Document {
 
     private static func openForWriting(at path: FilePath, options: OpenOptions, root: FilePath,
                                        documentLock: DocumentLock) async throws -> Document {
-        let report = try FileSystem.exists(path) ? nil : try makeMissingBundle(at: path, options: options)
+        let report: ConversionReport?
+        if try FileSystem.exists(path) {
+            try checkWritable(path)
+            report = nil
+        } else {
+            report = try makeMissingBundle(at: path, options: options)
+        }
         let reader = try BundleReader(at: path, limits: options.limits)
         logReadPath(reader, options: options)
         try checkIsOfThisApp(reader.metadata, options: options, path: path)
@@ -255,6 +261,21 @@ extension Document {
             try copy.writeBase(WorkingCopy.Base(bundle: reader.path.string, storeDigest: reader.metadata.store.contentDigest))
         }
         return (try openQueue(copy.store, readOnly: false), leftover == .extracted, loan, nil)
+    }
+
+    /// Refuses to open for writing a bundle this process may not write (`faccessat(2)` with the effective ids: its
+    /// permissions, a read-only mount), as UIDocument opens such a file read-only: a save would replace a file its
+    /// owner marked read-only.
+    private static func checkWritable(_ path: FilePath) throws {
+        guard path.withPlatformString({ faccessat(AT_FDCWD, $0, W_OK, AT_EACCESS) }) != 0 else { return }
+        let error = Errno(rawValue: errno)
+        guard error == .permissionDenied || error == .readOnlyFileSystem else { return }
+        let permissions = (try? FileSystem.status(path)).flatMap { $0 }.map { String($0.permissions & 0o7777, radix: 8) }
+        let why = error == .readOnlyFileSystem ? "it is on a read-only file system"
+            : "its permissions (\(permissions.map { "0" + $0 } ?? "unknown")) do not let this user write it"
+        throw DocumentError(.readOnly, path: path,
+                            reason: "cannot be opened for writing: \(why); open it with OpenOptions.isReadOnly to read it, or change its permissions to edit it",
+                            underlyingError: error)
     }
 
     /// Makes the missing bundle at `path`: converted from a legacy store found for it, or new and empty when

@@ -306,13 +306,21 @@ public final class Document: Sendable {
         }
     }
 
-    /// The store, for writing. Read-only documents are opened with a read-only connection, which refuses writes
-    /// with `SQLITE_READONLY`. The same writer serves the document for its whole open, across saves and reverts:
-    /// keep it, and keep the observations started on it.
+    /// The store, for writing. The same writer serves the document for its whole open, across saves and reverts:
+    /// keep it, and keep the observations started on it. A read-only document has no writer: read it through
+    /// ``reader``.
     ///
-    /// - Throws: ``DocumentError/Code/closed`` once the document is closed.
+    /// - Throws: ``DocumentError/Code/closed`` once the document is closed; ``DocumentError/Code/readOnly`` for a
+    ///   document opened with ``OpenOptions/isReadOnly``.
     public var writer: any DatabaseWriter {
-        get throws { try openQueue() }
+        get throws {
+            let queue = try openQueue()
+            guard !isReadOnly else {
+                throw DocumentError(.readOnly, path: path,
+                                    reason: "the document was opened read-only (OpenOptions.isReadOnly): read it through Document.reader; open it without isReadOnly to edit it")
+            }
+            return queue
+        }
     }
 
     /// The store, for reading (the same connection as ``writer``).

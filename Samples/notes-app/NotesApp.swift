@@ -40,6 +40,7 @@ struct NotesApp: AsyncParsableCommand {
     @Flag(help: "journal: say each entry once its transaction committed.") var echo = false
     @Flag(help: "Recover the unsaved changes a process that died left (RecoveryPolicy.recover).") var recover = false
     @Option(help: "ReadingLimits.maxRestartSegmentSize, in bytes (0: the default).") var maxRestartSegmentSize: UInt64 = 0
+    @Option(help: "WritingOptions.compressionThreads of saves (the default when not given).") var compressionThreads: Int?
 
     func run() async throws {
         var options = Document.OpenOptions()
@@ -49,6 +50,7 @@ struct NotesApp: AsyncParsableCommand {
         if autosave > 0 { options.autosaveInterval = autosave }
         if recover { options.recovery = .recover }
         if maxRestartSegmentSize > 0 { options.limits.maxRestartSegmentSize = maxRestartSegmentSize }
+        if let compressionThreads { options.saving.compressionThreads = compressionThreads }
         let document: Document
         do {
             document = try await Document.open(at: FilePath(self.document), options: options)

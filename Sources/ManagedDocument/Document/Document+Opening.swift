@@ -193,6 +193,9 @@ extension Document {
         let leftover = try examineWorkingCopy(copy, reader: reader, options: options, path: path)
         if leftover == .none {
             try FileSystem.createDirectory(copy.directory, mode: 0o700)
+            // > The folder's entry made durable before anything in it counts: an overlay's acknowledged commits
+            // > live in it, and a power cut must not take the folder with them.
+            try FileSystem.syncDirectory(copy.directory.removingLastComponent())
         }
         let copyLock = try lockWorkingCopy(copy)
         var queue: DatabaseQueue?

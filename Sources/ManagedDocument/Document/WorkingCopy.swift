@@ -54,9 +54,14 @@ struct WorkingCopy {
     static func prepareRoot(_ root: FilePath, isDefault: Bool) throws {
         let parent = root.removingLastComponent()
         if !parent.isEmpty { try FileSystem.createDirectory(parent) }
-        if root.withPlatformString({ mkdir($0, 0o700) }) != 0 && errno != EEXIST {
-            throw DocumentError(.cannotCreate, path: root, reason: "cannot create the working copies' folder",
-                                underlyingError: Errno(rawValue: errno))
+        if root.withPlatformString({ mkdir($0, 0o700) }) != 0 {
+            if errno != EEXIST {
+                throw DocumentError(.cannotCreate, path: root, reason: "cannot create the working copies' folder",
+                                    underlyingError: Errno(rawValue: errno))
+            }
+        } else {
+            // > Made now: its entry made durable, so that a power cut cannot take the working copies made in it.
+            try FileSystem.syncDirectory(parent.isEmpty ? "." : parent)
         }
         guard let info = FileSystem.Status(root) else {
             throw DocumentError(.cannotCreate, path: root, reason: "cannot read the working copies' folder",
@@ -78,11 +83,20 @@ struct WorkingCopy {
         }
     }
 
-    /// The working copy folder of a bundle (not created).
+    /// The working copy folder of a bundle (not created), keyed by the bundle's folder as the file system resolves
+    /// it (`realpath(3)`: symbolic links, `.` and `..` followed) and its name, so that every spelling of one path
+    /// (through a symbolically linked parent, relative or absolute) finds the same working copy. A folder that
+    /// cannot be resolved (it does not exist yet) keys by the path as it is spelled, made absolute.
     static func location(for bundle: FilePath, root: FilePath) -> WorkingCopy {
         let absolute = bundle.isAbsolute ? bundle
             : FilePath(FileManager.default.currentDirectoryPath).pushing(bundle).lexicallyNormalized()
-        let key = SHA256.hash(data: Array(absolute.string.utf8)).hexString.prefix(16)
+        var resolved = absolute
+        if let name = absolute.lastComponent,
+           let folder = absolute.removingLastComponent().withPlatformString({ realpath($0, nil) }) {
+            resolved = FilePath(platformString: folder).appending(name)
+            free(folder)
+        }
+        let key = SHA256.hash(data: Array(resolved.string.utf8)).hexString.prefix(16)
         return WorkingCopy(directory: root.appending(String(key)))
     }
 

@@ -62,6 +62,14 @@ final class OverlayStore: StoreSource {
         /// when the write made no page present and changed no size (it rewrote pages the overlay holds), so that
         /// recovery sees a change after that save (``OverlayMap/coverage(ofStoreDigest:size:)``).
         var awaitsChange = false
+        /// The map's header (rewritten as it is when the map is compacted).
+        var header: OverlayMap.Header
+        /// Whether the map holds a pending-base record: it is then never compacted (the record says which bundle
+        /// a save put in place, and what was written after it).
+        var hasPendingBase = false
+        /// Whether the folder still needs a flush for the compacted map's rename (it failed once): the next `xSync`
+        /// flushes it before it returns.
+        var needsFolderSync = false
         /// Whether SQLite holds the store open.
         var isAttached = false
         /// Why nothing more is written: a reset failed once the new map was in place, so the files no longer
@@ -182,7 +190,8 @@ extension OverlayStore {
         return State(base: base, overlay: overlay, map: map, mapLength: Int64(parsed.length),
                      sequence: parsed.records.last?.sequence ?? 0, present: present, pending: PageSet(), logicalSize: size,
                      baseLimit: limit, recordedSize: size, recordedLimit: limit,
-                     awaitsChange: parsed.records.last?.pendingBase != nil)
+                     awaitsChange: parsed.records.last?.pendingBase != nil, header: parsed.header,
+                     hasPendingBase: parsed.hasPendingBase)
     }
 
     /// Writes an empty overlay and a map of `header` alone aside, flushes them, and renames them into place: the
@@ -256,6 +265,9 @@ extension OverlayStore {
             state.recordedLimit = newBase.size
             state.isOverlayDirty = false
             state.awaitsChange = false
+            state.header = header
+            state.hasPendingBase = false
+            state.needsFolderSync = false
         }
     }
 }
@@ -287,6 +299,7 @@ extension OverlayStore {
             state.mapLength += Int64(bytes.count)
             state.sequence = record.sequence
             state.awaitsChange = true
+            state.hasPendingBase = true
         }
     }
 
@@ -625,6 +638,68 @@ extension OverlayStore {
         state.pending = PageSet()
         state.recordedSize = state.logicalSize
         state.recordedLimit = state.baseLimit
+        if state.needsFolderSync {
+            try FileSystem.syncDirectory(store.folder)
+            state.needsFolderSync = false
+        }
+        if !state.hasPendingBase, state.mapLength > compactionThreshold(state) { compact(&state, store) }
+    }
+
+    /// The map's length past which it is compacted: four times what a compacted map of the present pages takes, and
+    /// at least 256 KiB (a store that shrinks and grows again records the same pages again and again; the map is
+    /// read whole at recovery, so it must not grow without bound between saves).
+    private static func compactionThreshold(_ state: State) -> Int64 {
+        let records = Int64(max(1, (state.present.count + state.pagesPerRecord - 1) / state.pagesPerRecord))
+        let compacted = Int64(OverlayMap.encode(state.header).count) + records * Int64(OverlayMap.recordOverhead)
+            + Int64(state.present.count) * 8
+        return max(256 << 10, 4 * compacted)
+    }
+
+    /// Rewrites the map as its header and records naming every present page, the logical size and the base limit,
+    /// the same state in fewer bytes: written aside, flushed, renamed over the map, and the folder flushed. Called
+    /// right after a record was flushed (nothing pending): recovery reads the same from the old map or the new one,
+    /// whichever a crash leaves. A failure before the rename leaves the old map, which stays in use; a folder flush
+    /// that fails after it is done again by the next `xSync` before that returns.
+    private static func compact(_ state: inout State, _ store: OverlayStore) {
+        let aside = store.folder.appending(".\(mapName).\(FileSystem.randomSuffix()).partial")
+        var bytes = OverlayMap.encode(state.header)
+        var sequence: UInt64 = 0
+        var pages: [Int64] = []
+        func append() {
+            sequence += 1
+            bytes += OverlayMap.encode(OverlayMap.Record(sequence: sequence, logicalSize: state.logicalSize,
+                                                         baseLimit: state.baseLimit, pages: pages))
+            pages.removeAll(keepingCapacity: true)
+        }
+        state.present.forEach { page in
+            pages.append(page)
+            if pages.count == state.pagesPerRecord { append() }
+        }
+        if !pages.isEmpty || sequence == 0 { append() }
+        let map: FileDescriptor
+        do {
+            map = try openFile(aside, creating: true)
+        } catch {
+            return  // the old map stays in use: compaction is only housekeeping
+        }
+        do {
+            try bytes.withUnsafeBytes { raw in try writeAll(map, raw.baseAddress!, count: raw.count, at: 0, path: aside) }
+            try dataSync(map, path: aside)
+            try FileSystem.rename(aside, to: store.mapPath)
+        } catch {
+            try? map.close()  // Squash cleanup errors: the old map stays in use, whole.
+            try? FileSystem.removeFile(aside)
+            return
+        }
+        FileSystem.retire([state.map], [])
+        state.map = map
+        state.mapLength = Int64(bytes.count)
+        state.sequence = sequence
+        do {
+            try FileSystem.syncDirectory(store.folder)
+        } catch {
+            state.needsFolderSync = true
+        }
     }
 
     /// The most blocks one record of `map` names (512 KiB of page numbers).

@@ -19,7 +19,8 @@ public enum Python {
     ///
     /// With `resealing` (the default), a version 2 bundle's derived values are computed again from the edited
     /// metadata and the store's bytes, as an honest writer would: `store.digest` from `store.size` and
-    /// `store.segments` (FORMAT.md 13.1), and `store.deflateRestarts.crc32s` at the index's interval. So an edit
+    /// `store.segments` (FORMAT.md 13.1), `store.deflateRestarts.crc32s` at the index's interval, and its
+    /// `compressedCRC32Cs` (when the edits left the key) at the index's offsets. So an edit
     /// tests the rule it breaks, not the digest that no longer matches; without it, the edits alone are written.
     public static func rewritingMetadata(of bundle: String, to target: String, _ edits: [(String, String)],
                                          then statement: String? = nil, resealing: Bool = true) throws {
@@ -44,6 +45,24 @@ public enum Python {
                 data = archive.read('StoreContent/persistentStore')
                 step = restarts['interval']
                 restarts['crc32s'] = ''.join('%08x' % zlib.crc32(data[i:i + step]) for i in range(0, len(data), step))
+                offsets = restarts.get('offsets')
+                if 'compressedCRC32Cs' in restarts and isinstance(offsets, list) and all(isinstance(o, int) for o in offsets):
+                    # The CRC-32C of each restart segment's compressed bytes, with ISA-L's crc32_iscsi.
+                    import ctypes, struct
+                    isal = ctypes.CDLL('libisal.so.2')
+                    isal.crc32_iscsi.restype = ctypes.c_uint
+                    isal.crc32_iscsi.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint]
+                    info = archive.getinfo('StoreContent/persistentStore')
+                    with open(source, 'rb') as file:
+                        file.seek(info.header_offset)
+                        header = file.read(30)
+                        name, extra = struct.unpack('<HH', header[26:30])
+                        file.seek(info.header_offset + 30 + name + extra)
+                        stream = file.read(info.compress_size)
+                    ends = offsets[1:] + [len(stream)]
+                    restarts['compressedCRC32Cs'] = ''.join(
+                        '%08x' % (~isal.crc32_iscsi(stream[a:b], b - a, 0xFFFFFFFF) & 0xFFFFFFFF)
+                        for a, b in zip(offsets, ends) if 0 <= a <= b <= len(stream))
             segments = store.get('segments')
             size = store.get('size')
             if isinstance(segments, dict) and isinstance(size, int) and isinstance(segments.get('interval'), int):

@@ -18,15 +18,21 @@ public struct DeflateRestarts: Codable, Sendable, Equatable {
     /// concatenated (format version 2, FORMAT.md 13.1: a writer combines the entry's CRC-32 from them for segments it
     /// copies unread; a reader checks each segment it inflates on its own). `nil` in a version 1 bundle.
     public var crc32s: String? = nil
+    /// The CRC-32C (Castagnoli) of each restart segment's compressed bytes, 8 lowercase hexadecimal characters each,
+    /// concatenated (format version 2 from release 0.3 on, FORMAT.md 13.1): what proves, at the cost of reading
+    /// them, that the compressed bytes a save copies unread are still the ones written. `nil` when an earlier
+    /// writer made the bundle; its next save then deflates the store whole, once.
+    public var compressedCRC32Cs: String? = nil
 
     /// A restart index with these values.
     public init(interval: Int64, offsets: [Int64], compressedSize: Int64? = nil, crc32: UInt32? = nil,
-                crc32s: String? = nil) {
+                crc32s: String? = nil, compressedCRC32Cs: String? = nil) {
         self.interval = interval
         self.offsets = offsets
         self.compressedSize = compressedSize
         self.crc32 = crc32
         self.crc32s = crc32s
+        self.compressedCRC32Cs = compressedCRC32Cs
     }
 }
 
@@ -45,8 +51,19 @@ extension DeflateRestarts {
     /// The recorded CRC-32 of restart segment `index`; `nil` when ``crc32s`` is absent or does not hold it as 8
     /// lowercase hexadecimal characters (a reader checks the whole string when the bundle opens).
     func recordedCRC(ofSegment index: Int) -> UInt32? {
-        guard let crc32s, index >= 0 else { return nil }
-        let text = crc32s.utf8
+        Self.value(in: crc32s, at: index)
+    }
+
+    /// The recorded CRC-32C of restart segment `index`'s compressed bytes; `nil` when ``compressedCRC32Cs`` is absent
+    /// or does not hold it as 8 lowercase hexadecimal characters.
+    func recordedCompressedCRC(ofSegment index: Int) -> UInt32? {
+        Self.value(in: compressedCRC32Cs, at: index)
+    }
+
+    /// The `index`th value of 8 lowercase hexadecimal characters in `list`; `nil` when there is none.
+    private static func value(in list: String?, at index: Int) -> UInt32? {
+        guard let list, index >= 0 else { return nil }
+        let text = list.utf8
         let (start, overflow) = index.multipliedReportingOverflow(by: 8)
         guard !overflow, start <= text.count - 8 else { return nil }
         var value: UInt32 = 0
@@ -60,13 +77,24 @@ extension DeflateRestarts {
     /// Why ``crc32s`` does not hold one CRC-32 per offset in lowercase hexadecimal; `nil` when it does.
     var crc32sProblem: String? {
         guard let crc32s else { return "'crc32s' is missing (format version 2 requires it with the restart index)" }
-        let count = crc32s.utf8.count
+        return problem(of: crc32s, named: "crc32s")
+    }
+
+    /// Why ``compressedCRC32Cs``, when present, does not hold one CRC-32C per offset in lowercase hexadecimal; `nil`
+    /// when it does, or is absent (an earlier writer's bundle).
+    var compressedCRC32CsProblem: String? {
+        compressedCRC32Cs.flatMap { problem(of: $0, named: "compressedCRC32Cs") }
+    }
+
+    /// Why `list` does not hold one 8-character lowercase hexadecimal value per offset; `nil` when it does.
+    private func problem(of list: String, named name: String) -> String? {
+        let count = list.utf8.count
         guard count % 8 == 0, count / 8 == offsets.count else {
-            return "'crc32s' holds \(count) characters where \(offsets.count) segments need \(offsets.count * 8)"
+            return "'\(name)' holds \(count) characters where \(offsets.count) segments need \(offsets.count * 8)"
         }
-        if let position = crc32s.utf8.firstIndex(where: { Hex.nibble($0) == nil })
-            .map({ crc32s.utf8.distance(from: crc32s.utf8.startIndex, to: $0) }) {
-            return "'crc32s' is not lowercase hexadecimal at character \(position) (segment \(position / 8))"
+        if let position = list.utf8.firstIndex(where: { Hex.nibble($0) == nil })
+            .map({ list.utf8.distance(from: list.utf8.startIndex, to: $0) }) {
+            return "'\(name)' is not lowercase hexadecimal at character \(position) (segment \(position / 8))"
         }
         return nil
     }

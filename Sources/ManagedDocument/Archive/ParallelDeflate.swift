@@ -43,7 +43,7 @@ final class ParallelDeflater {
         /// read where they are).
         var sha256: String?
         /// Where each segment of ``restartInterval`` bytes starts in the compressed stream, with each segment's
-        /// CRC-32 (``DeflateRestarts/crc32s``).
+        /// CRC-32 (``DeflateRestarts/crc32s``) and its compressed bytes' CRC-32C (``DeflateRestarts/compressedCRC32Cs``).
         var restarts: DeflateRestarts
     }
 
@@ -201,6 +201,10 @@ final class ParallelDeflater {
         var skip: (_ count: Int64) throws -> Void
         /// Where restart segment `index`'s reused compressed bytes lie: the file, the byte range, its path.
         var source: (_ index: Int) -> (file: FileDescriptor, range: Range<Int64>, path: FilePath)
+        /// The CRC-32C of restart segment `index`'s reused compressed bytes, as the earlier stream's index records it
+        /// (carried over unread, as the CRC-32; the caller checks the copied bytes against it before the stream is
+        /// used).
+        var compressedCRC32C: (_ index: Int) -> UInt32
     }
 
     /// Compresses exactly `size` bytes pulled from `read` (which returns 0 at the end) and hands the compressed bytes,
@@ -214,6 +218,8 @@ final class ParallelDeflater {
         var hasher = SHA256()
         var crc: UInt32 = 0
         var segmentCRCs: [UInt32] = []
+        var compressedCRCs: [CRC32C] = []
+        var compressedCRCValues: [UInt32] = []
         var consumed: Int64 = 0
         var compressed: Int64 = 0
         var submitted = 0
@@ -228,6 +234,8 @@ final class ParallelDeflater {
             if slot.isRestart {
                 restarts.append(compressed)
                 segmentCRCs.append(slot.crc32)
+                if let running = compressedCRCs.last { compressedCRCValues.append(running.value) }
+                compressedCRCs = [CRC32C()]
             } else if let last = segmentCRCs.indices.last {
                 segmentCRCs[last] = CRC32.combine(segmentCRCs[last], slot.crc32, lengthB: slot.length)
             }
@@ -236,9 +244,14 @@ final class ParallelDeflater {
                 let source = reuse.source(index)
                 try copy(source.file, source.range, source.path)
                 compressed += Int64(source.range.count)
+                // > A reused segment is a whole restart segment: its recorded CRC-32C, checked by the caller.
+                compressedCRCs = []
+                compressedCRCValues.append(reuse.compressedCRC32C(index))
             } else {
-                try write(UnsafeRawBufferPointer(rebasing: slot.output[..<slot.compressedLength]))
+                let output = UnsafeRawBufferPointer(rebasing: slot.output[..<slot.compressedLength])
+                try write(output)
                 compressed += Int64(slot.compressedLength)
+                if !compressedCRCs.isEmpty { compressedCRCs[0].update(output) }
             }
             emitted += 1
         }
@@ -309,9 +322,11 @@ final class ParallelDeflater {
             isFinished = slot.isLast
         }
         while emitted < submitted { try emitOldest() }
+        if let running = compressedCRCs.last { compressedCRCValues.append(running.value) }
         return Result(uncompressedSize: consumed, compressedSize: compressed, crc32: crc,
                       sha256: hashes ? hasher.finalize().hexString : nil,
                       restarts: DeflateRestarts(interval: Int64(restartInterval), offsets: restarts,
-                                                crc32s: DeflateRestarts.spelled(segmentCRCs)))
+                                                crc32s: DeflateRestarts.spelled(segmentCRCs),
+                                                compressedCRC32Cs: DeflateRestarts.spelled(compressedCRCValues)))
     }
 }

@@ -32,6 +32,8 @@ final class ParallelInflater {
         case truncated(index: Int)
         /// The segment's bytes do not have the CRC-32 the index records for it (format version 2).
         case segmentCRC(index: Int)
+        /// The segment's compressed bytes do not have the CRC-32C the index records for them.
+        case segmentCompressedCRC(index: Int)
         case io(Errno)
         /// zlib could not allocate an inflater.
         case outOfMemory
@@ -93,6 +95,8 @@ final class ParallelInflater {
         var isPending = false
         var produced = 0
         var crc32: UInt32 = 0
+        /// The CRC-32C the index records for the segment's compressed bytes, checked before they are inflated.
+        var expectedCompressedCRC32C: UInt32?
         var failure: Failure?
 
         init(interval: Int) {
@@ -136,6 +140,11 @@ final class ParallelInflater {
                 return
             } catch {
                 slot.failure = .io(.ioError)
+                return
+            }
+            if let expected = slot.expectedCompressedCRC32C,
+               CRC32C.of(UnsafeRawBufferPointer(rebasing: slot.input[..<slot.inputLength])) != expected {
+                slot.failure = .segmentCompressedCRC(index: slot.index)
                 return
             }
             let produced = inflater.inflate(UnsafeRawBufferPointer(rebasing: slot.input[..<slot.inputLength]),
@@ -184,6 +193,7 @@ final class ParallelInflater {
     /// Inflates the entry whose compressed data starts at `dataOffset` in `descriptor`, handing the bytes in order
     /// to `consume`. The index must have passed ``check(_:size:compressedSize:)``. Each segment is checked against
     /// its recorded CRC-32 when the index records them (``DeflateRestarts/crc32s``, checked when the bundle opened),
+    /// and its compressed bytes against their CRC-32C when it records those (``DeflateRestarts/compressedCRC32Cs``),
     /// before any of its bytes are handed on; with `hashing`, the bytes' SHA-256 is computed too.
     func inflate(_ descriptor: FileDescriptor, dataOffset: UInt64, size: UInt64, compressedSize: UInt64,
                  restarts: DeflateRestarts, hashing: Bool = true,
@@ -203,7 +213,8 @@ final class ParallelInflater {
             slot.inputLength = Int(end - start)
             slot.expected = Int(min(UInt64(interval), size - UInt64(index) * UInt64(interval)))
             slot.isLast = index == offsets.count - 1
-            slot.isPending = true
+            slot.expectedCompressedCRC32C = restarts.compressedCRC32Cs == nil ? nil
+                : restarts.recordedCompressedCRC(ofSegment: index) ?? 0
             let worker = workers[index % workers.count]
             worker.queue.async { worker.inflate(slot, from: descriptor) }
             submitted += 1

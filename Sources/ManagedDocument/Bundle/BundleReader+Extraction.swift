@@ -399,6 +399,9 @@ extension BundleReader {
             case .segmentCRC(let index):
                 throw DocumentError(.checksumMismatch, path: path, entry: entry.name,
                                     reason: "restart segment \(index) does not match its CRC-32 in 'store.deflateRestarts.crc32s'; the bundle is damaged, restore it from a backup")
+            case .segmentCompressedCRC(let index):
+                throw DocumentError(.checksumMismatch, path: path, entry: entry.name,
+                                    reason: "restart segment \(index)'s compressed bytes do not match their CRC-32C in 'store.deflateRestarts.compressedCRC32Cs'; the bundle is damaged, restore it from a backup")
             case .truncated:
                 throw DocumentError(.truncatedArchive, path: path, entry: entry.name,
                                     reason: "the archive ends before the entry's data does; the bundle is truncated")

@@ -311,6 +311,10 @@ public final class BundleReader: Sendable {
             throw DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
                                 reason: "'store.deflateRestarts' describes this entry's stream but \(problem); the metadata does not describe this bundle")
         }
+        if metadata.formatVersion >= 2, let problem = restarts.compressedCRC32CsProblem {
+            throw DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
+                                reason: "'store.deflateRestarts' describes this entry's stream but \(problem); the metadata does not describe this bundle")
+        }
         return .used(segments: restarts.offsets.count, identified: isIdentified)
     }
 

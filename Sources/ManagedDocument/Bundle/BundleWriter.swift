@@ -418,7 +418,8 @@ public enum BundleWriter {
                         throw DocumentError.io("cannot read the file", path: source, errno: error)
                     }
                 },
-                source: { plan.source($0) })
+                source: { plan.source($0) },
+                compressedCRC32C: { plan.recordedCompressedCRC($0) })
         }
         // > A store (segment digests asked for) needs no whole-file SHA-256 in format version 2 (FORMAT.md 13.1).
         return try addEntry(named: name, size: status.size, deflate: deflate, to: writer,

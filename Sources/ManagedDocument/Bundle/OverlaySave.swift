@@ -53,7 +53,8 @@ extension BundleWriter {
         }
         if let plan {
             let reuse = ParallelDeflater.Reuse(crc32: { try plan.reusedCRC($0) }, skip: { position += $0 },
-                                               source: { plan.source($0) })
+                                               source: { plan.source($0) },
+                                               compressedCRC32C: { plan.recordedCompressedCRC($0) })
             let digest = try addEntry(named: BundleLayout.store, size: size, deflate: true, to: writer,
                                       segmentDigests: nil, hashingWhole: false, reuse: reuse, read: read).0
             let (digests, reused) = try plan.finish()
@@ -77,10 +78,10 @@ extension SegmentReuse {
     /// whose bytes no page of the overlay touches, that lies below the base limit and whose restart segments end
     /// where they ended (16.1, item 4) is copied unread, each restart segment with its recorded CRC-32 and the
     /// digest segment with its recorded digest; every other one is read through the overlay and hashed, on a thread
-    /// of its own, ahead of the writer (a version 1 base records no CRC-32s: its copied segments are read for them,
-    /// never deflated). Says why the save must be full instead: no restart index that names the base's stream, a
-    /// digest interval that is not a multiple of the restart interval, a size class that changed, a base file
-    /// changed or replaced since it was opened, most of the store changed.
+    /// of its own, ahead of the writer. Says why the save must be full instead: no restart index that names the
+    /// base's stream, no CRC-32s or CRC-32Cs of its segments (a version 1 base, an earlier release's), a digest
+    /// interval that is not a multiple of the restart interval, a size class that changed, a base file changed or
+    /// replaced since it was opened, most of the store changed.
     static func planOverlay(_ store: OverlayStore, base: BundleReader, maximumDigests: Int) throws -> Decision {
         let loan = SegmentLoan(base: base.openedIdentity)
         let terms: SegmentLoan.Terms
@@ -88,9 +89,6 @@ extension SegmentReuse {
         case .lends(let lent): terms = lent
         case .refuses(let reason): return .full(reason)
         }
-        // > A version 1 base records no CRC-32 per restart segment: its unchanged segments are read (through the
-        // > base, each checked against its digest) for their CRC-32s, and still copied, not deflated.
-        let hasCRCs = base.metadata.formatVersion >= 2 && terms.restarts.crc32sProblem == nil
         guard loan.isKept(by: base), FileIdentity(at: base.path) == base.openedIdentity else {
             return .full("the bundle on disk is not the one this document last read or saved (replaced, or changed since)")
         }
@@ -115,7 +113,7 @@ extension SegmentReuse {
             defer { hashing.withLock { $0.isEnded = true } }
             do {
                 try hashOverlay(store, size: size, restartInterval: restartInterval, recorded: recorded,
-                                restarts: hasCRCs ? restarts : nil, untouched: untouched, count: count,
+                                restarts: restarts, untouched: untouched, count: count,
                                 into: hashing)
             } catch {
                 hashing.withLock {
@@ -161,10 +159,9 @@ extension SegmentReuse {
     }
 
     /// The hashing thread of an overlay save: publishes, digest segment by digest segment, the recorded CRC-32s of
-    /// those copied unread, and the CRC-32s and digest of the others, read through the overlay. Without `restarts`
-    /// (a version 1 base, no CRC-32s recorded), the copied segments are read for their CRC-32s too.
+    /// those copied unread, and the CRC-32s and digest of the others, read through the overlay.
     private static func hashOverlay(_ store: OverlayStore, size: Int64, restartInterval: Int64,
-                                    recorded: DocumentMetadata.SegmentDigests, restarts: DeflateRestarts?,
+                                    recorded: DocumentMetadata.SegmentDigests, restarts: DeflateRestarts,
                                     untouched: [Bool], count: Int, into hashing: WaitableState<Hashing>) throws {
         let interval = recorded.interval
         let perDigest = Int(interval / restartInterval)
@@ -177,7 +174,7 @@ extension SegmentReuse {
             if hashing.withLock({ $0.isCancelled }) { return }
             let segments = (digest * perDigest)..<min(count, (digest + 1) * perDigest)
             var batch: [(crc32: UInt32, reused: Bool)] = []
-            if untouched[digest], let restarts {
+            if untouched[digest] {
                 for index in segments {
                     guard let crc = restarts.recordedCRC(ofSegment: index) else {
                         throw DocumentError(.invalidMetadata, path: store.base.origin, entry: BundleLayout.store,
@@ -200,10 +197,9 @@ extension SegmentReuse {
                     var crc = CRC32()
                     crc.update(bytes)
                     hasher.update(bufferPointer: bytes)
-                    batch.append((crc.value, untouched[digest]))
+                    batch.append((crc.value, false))
                 }
-                // > A segment copied keeps its recorded digest (the base checked its bytes against it as it read them).
-                digests.append(untouched[digest] ? recordedDigests[digest] : hasher.finalize().hexString)
+                digests.append(hasher.finalize().hexString)
             }
             hashing.withLock { $0.decided += batch }
         }

@@ -64,6 +64,12 @@ struct SegmentLoan: Equatable, Sendable {
         guard let digests = previous.metadata.store.segments else {
             return .refuses(reason: "the replaced bundle has no segment digests (an older writer's)")
         }
+        // > What proves the compressed bytes copied unread are the ones written (FORMAT.md 13.1): without it (an
+        // > earlier release's bundle) the store is deflated whole, once; the new bundle records it.
+        guard previous.metadata.formatVersion >= 2, restarts.crc32sProblem == nil, restarts.compressedCRC32Cs != nil,
+              restarts.compressedCRC32CsProblem == nil else {
+            return .refuses(reason: "the replaced bundle records no CRC-32C of its compressed segments (an earlier release wrote it): this save deflates the store whole, once")
+        }
         return .lends(Terms(entry: entry, restarts: restarts, digests: digests))
     }
 

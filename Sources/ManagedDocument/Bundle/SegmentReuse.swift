@@ -235,6 +235,12 @@ final class SegmentReuse {
         restarts.fileRange(ofSegment: index, dataOffset: entry.dataOffset, compressedSize: entry.compressedSize)
     }
 
+    /// The CRC-32C the replaced bundle records for restart segment `index`'s compressed bytes (the loan's terms
+    /// require one for every segment); ``verify(_:)`` checks the copied bytes against it.
+    func recordedCompressedCRC(_ index: Int) -> UInt32 {
+        restarts.recordedCompressedCRC(ofSegment: index) ?? 0
+    }
+
     /// Where segment `index`'s compressed bytes lie in the replaced bundle (read through its reader's descriptor).
     func source(_ index: Int) -> (file: FileDescriptor, range: Range<Int64>, path: FilePath) {
         (previous.descriptor, previousRange(index), previous.path)
@@ -243,7 +249,9 @@ final class SegmentReuse {
     /// Checks the store of the bundle just written, in proportion to what changed: each digest segment whose
     /// restart segments were all reused is compared byte for byte with the replaced bundle's; every other one, and
     /// those that hold the last segment of either stream, is inflated, segment by segment (each must end where a
-    /// segment ends, the last with the final block), and checked against its new digest.
+    /// segment ends, the last with the final block), and checked against its new digest. Every segment's
+    /// compressed bytes are checked against their CRC-32C: a reused one's is the replaced bundle's record, so a
+    /// segment damaged in the replaced bundle (never read since it was written) is named, and nothing replaced.
     /// The replaced bundle must still be the file this process verified.
     func verify(_ written: BundleReader) throws {
         let (digests, reused) = try finish()
@@ -262,6 +270,15 @@ final class SegmentReuse {
         func range(_ index: Int) -> Range<Int64> {
             restarts.fileRange(ofSegment: index, dataOffset: entry.dataOffset, compressedSize: entry.compressedSize)
         }
+        /// Checks segment `index`'s compressed bytes' CRC-32C against the one the new index records.
+        func checkCompressedCRC(_ index: Int, _ crc: UInt32) throws {
+            guard restarts.recordedCompressedCRC(ofSegment: index) != crc else { return }
+            guard reused[index] else {
+                throw damaged("segment \(index) does not match the CRC-32C its restart index records")
+            }
+            throw DocumentError(.checksumMismatch, path: previous.path, entry: BundleLayout.store,
+                                reason: "restart segment \(index) of the bundle is damaged: its compressed bytes do not match the CRC-32C 'store.deflateRestarts.compressedCRC32Cs' records; the bundle was not replaced and is as it was, and the changes are still in the open document; restore the bundle from a backup, or save the document elsewhere")
+        }
         let perDigest = Int(digests.interval / restartInterval)
         let expected = digests.digests
         let compared = UnsafeMutableRawBufferPointer.allocate(byteCount: buffer.count, alignment: 64)
@@ -275,9 +292,10 @@ final class SegmentReuse {
             let holdsAnEnd = segments.contains(reused.count - 1) || segments.contains(self.restarts.offsets.count - 1)
             if !holdsAnEnd && segments.allSatisfy({ reused[$0] }) {
                 for index in segments {
-                    guard try isCopied(index, at: range(index), in: written, using: compared) else {
+                    guard let crc = try copiedCRC(index, at: range(index), in: written, using: compared) else {
                         throw damaged("reused segment \(index) differs from the replaced bundle's, or was not copied whole")
                     }
+                    try checkCompressedCRC(index, crc)
                 }
                 continue
             }
@@ -297,6 +315,7 @@ final class SegmentReuse {
                 }
                 let input = try FileSystem.read(written.descriptor, at: source.lowerBound, count: source.count, path: path)
                 guard input.count == source.count else { throw damaged("the file ends inside segment \(index)") }
+                try checkCompressedCRC(index, input.withUnsafeBytes { CRC32C.of($0) })
                 let result = input.withUnsafeBytes {
                     inflater!.inflate($0, into: output!, isLast: index == reused.count - 1)
                 }
@@ -318,12 +337,14 @@ final class SegmentReuse {
         try checkPreviousUnchanged()
     }
 
-    /// Whether restart segment `index`, written at `new` in `written`, holds the replaced bundle's compressed bytes
-    /// of that segment, byte for byte (`compared` is scratch space as large as the copy buffer).
-    private func isCopied(_ index: Int, at new: Range<Int64>, in written: BundleReader,
-                          using compared: UnsafeMutableRawBufferPointer) throws -> Bool {
+    /// The CRC-32C of restart segment `index`'s compressed bytes, written at `new` in `written`, when they are the
+    /// replaced bundle's bytes of that segment, byte for byte; `nil` when they are not (`compared` is scratch space
+    /// as large as the copy buffer).
+    private func copiedCRC(_ index: Int, at new: Range<Int64>, in written: BundleReader,
+                           using compared: UnsafeMutableRawBufferPointer) throws -> UInt32? {
         let old = previousRange(index)
-        guard new.count == old.count else { return false }
+        guard new.count == old.count else { return nil }
+        var crc = CRC32C()
         var offset: Int64 = 0
         while offset < Int64(new.count) {
             let wanted = Int(min(Int64(compared.count), Int64(new.count) - offset))
@@ -332,10 +353,11 @@ final class SegmentReuse {
             guard try FileSystem.read(written.descriptor, at: new.lowerBound + offset, into: a, path: written.path) == wanted,
                   try FileSystem.read(previous.descriptor, at: old.lowerBound + offset, into: b,
                                       path: previous.path) == wanted,
-                  memcmp(a.baseAddress!, b.baseAddress!, wanted) == 0 else { return false }
+                  memcmp(a.baseAddress!, b.baseAddress!, wanted) == 0 else { return nil }
+            crc.update(UnsafeRawBufferPointer(a))
             offset += Int64(wanted)
         }
-        return true
+        return crc.value
     }
 
     /// Refuses to go on when the replaced bundle is no longer the file this process verified (changed in place while

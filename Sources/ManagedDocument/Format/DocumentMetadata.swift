@@ -363,6 +363,7 @@ extension DocumentMetadata {
         if version < 2 {
             metadata.store.digest = nil
             metadata.store.deflateRestarts?.crc32s = nil
+            metadata.store.deflateRestarts?.compressedCRC32Cs = nil
         } else {
             metadata.store.sha256 = nil
         }

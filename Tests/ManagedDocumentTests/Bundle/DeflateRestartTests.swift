@@ -23,8 +23,9 @@ struct DeflateRestartTests {
     }
 
     /// Rewrites the bundle's metadata with `edit` applied to `store.deflateRestarts` (as JSON), stored uncompressed.
-    /// The format version 2 CRC-32s (`crc32s`) are computed again at the edited interval from the store's bytes, as
-    /// an honest writer would, so that an edit tests the rule it breaks.
+    /// The format version 2 CRC-32s (`crc32s`) are computed again at the edited interval from the store's bytes, and
+    /// the CRC-32Cs (`compressedCRC32Cs`) at the edited offsets from the compressed stream, as an honest writer
+    /// would, so that an edit tests the rule it breaks.
     static func editRestarts(of bundle: FilePath, _ edit: (inout [String: Any]) -> Void) throws {
         let reader = try BundleReader(at: bundle)
         let metadata = reader.metadata
@@ -41,6 +42,21 @@ struct DeflateRestartTests {
                 content[start..<min(content.count, start + interval)].withUnsafeBytes { crc.update($0) }
                 return crc.value
             })
+        }
+        // > The compressed bytes' CRC-32Cs at the edited offsets, where they name ranges of the stream (an index
+        // > that does not is refused before they are read).
+        if restarts["compressedCRC32Cs"] != nil, let entry = reader.entry(named: BundleLayout.store) {
+            let file = try Fixtures.bytes(of: bundle)
+            let stream = Array(file[Int(entry.dataOffset)..<Int(entry.dataOffset + entry.compressedSize)])
+            let offsets = Self.offsets(restarts)
+            let ends = Array(offsets.dropFirst()) + [stream.count]
+            if zip(offsets, ends).allSatisfy({ 0 <= $0 && $0 <= $1 && $1 <= stream.count }) {
+                restarts["compressedCRC32Cs"] = DeflateRestarts.spelled(zip(offsets, ends).map { start, end in
+                    stream[start..<end].withUnsafeBytes { CRC32C.of($0) }
+                })
+            } else {
+                restarts["compressedCRC32Cs"] = nil
+            }
         }
         store["deflateRestarts"] = restarts
         json["store"] = store

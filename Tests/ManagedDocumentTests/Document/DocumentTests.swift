@@ -77,10 +77,10 @@ struct DocumentTests {
             readOnly.isReadOnly = true
             let reader = try await Document.open(at: path, options: readOnly)
             #expect(reader.state == .editingDisabled)
-            let error = await #expect(throws: DatabaseError.self) {
+            let error = await #expect(throws: DocumentError.self) {
                 try await reader.writer.write { db in try db.execute(sql: "DELETE FROM note") }
             }
-            #expect(error?.resultCode == .SQLITE_READONLY)
+            #expect(error?.code == .readOnly)
             let saveError = await #expect(throws: DocumentError.self) { try await reader.save() }
             #expect(saveError?.code == .readOnly)
             #expect(try await reader.reader.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM note") } == 30)

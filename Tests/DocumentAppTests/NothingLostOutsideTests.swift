@@ -50,4 +50,75 @@ struct NothingLostOutsideTests {
             #expect(metadata?.code == .notADocument)
         }
     }
+
+    @Test("Document.bundles finds every bundle a batch wrote, hidden folders included")
+    func hiddenFolders() async throws {
+        try await withTemporaryDirectory { folder in
+            let stores = ["a/Notes.sqlite", ".hidden/h.sqlite", ".local/share/notes/n.sqlite", "b/.cache/c.sqlite"]
+            for store in stores { try makeStore(at: folder.appending(store), rows: 2) }
+            var options = BatchOptions()
+            options.conversion.legacyPolicy = .keep
+            options.jobs = 1
+            let items = Mutex<[BatchItem]>([])
+            let summary = try await BatchConverter(root: folder, options: options).run { item in
+                items.withLock { $0.append(item) }
+            }
+            #expect(summary.count(.converted) == stores.count, "\(items.withLock { $0 })")
+            let written = Set(items.withLock { $0 }.compactMap(\.bundle).map { folder.appending($0).string })
+            let found = Set(try Document.bundles(under: folder).map(\.string))
+            #expect(written.count == stores.count)
+            #expect(found == written)
+        }
+    }
+
+    @Test("a batch with an app's media type and migrations migrates every bundle it converts")
+    func batchMigrationsWithMediaType() async throws {
+        try await withTemporaryDirectory { folder in
+            let tree = folder.appending("tree")
+            try makeStore(at: tree.appending("one/Notes.sqlite"), rows: 3)
+            try makeStore(at: tree.appending("two/Diary.sqlite"), rows: 2)
+            let migrations = folder.appending("migrations")
+            try FileManager.default.createDirectory(atPath: migrations.string, withIntermediateDirectories: true)
+            try "CREATE TABLE tag(name TEXT);".write(toFile: migrations.appending("V1__tags.sql").string,
+                                                     atomically: true, encoding: .utf8)
+            var options = BatchOptions()
+            options.conversion.legacyPolicy = .keep
+            options.conversion.mediaType = "application/vnd.example.notes+zip"
+            options.migrations = try SQLMigrationFolder(directory: migrations)
+            options.jobs = 1
+            let items = Mutex<[BatchItem]>([])
+            let summary = try await BatchConverter(root: tree, options: options).run { item in
+                items.withLock { $0.append(item) }
+            }
+            let all = items.withLock { $0 }
+            #expect(summary.count(.converted) == 2, "\(all.map { "\($0.source): \($0.outcome) \($0.error?.message ?? "")" })")
+            #expect(summary.count(.failed) == 0)
+            for item in all {
+                #expect(item.migrationsApplied == ["V1__tags"], "\(item.source): \(item.error?.message ?? "")")
+                let bundle = tree.appending(try #require(item.bundle))
+                let metadata = try Document.metadata(at: bundle)
+                #expect(metadata.mediaType == "application/vnd.example.notes+zip")
+                #expect(metadata.model.migrations.map(\.identifier) == ["V1__tags"])
+            }
+        }
+    }
+
+    @Test("SQLMigrationFolder.apply migrates a bundle of any media type once, and says when it is up to date")
+    func applyFolder() async throws {
+        try await withTemporaryDirectory { folder in
+            let bundle = folder.appending("Notes.mdz")
+            var options = appOptions(folder)
+            options.mediaType = "application/vnd.example.notes+zip"
+            let document = try await Document.open(at: bundle, options: options)
+            try await document.close()
+            let migrations = folder.appending("migrations")
+            try FileManager.default.createDirectory(atPath: migrations.string, withIntermediateDirectories: true)
+            try "CREATE TABLE tag(name TEXT);".write(toFile: migrations.appending("V1__tags.sql").string,
+                                                     atomically: true, encoding: .utf8)
+            let sql = try SQLMigrationFolder(directory: migrations)
+            #expect(try await sql.apply(to: bundle) == ["V1__tags"])
+            #expect(try await sql.apply(to: bundle) == [])
+            #expect(try Document.metadata(at: bundle).mediaType == "application/vnd.example.notes+zip")
+        }
+    }
 }

@@ -51,4 +51,33 @@ struct NothingLostOutsideCommandTests {
         #expect(result.stderr.hasPrefix("error: \(fifo): is not a regular file"), "\(command): \(result.stderr)")
         #expect(FileManager.default.fileExists(atPath: fifo.string), "the FIFO is left where it was")
     }
+
+    @Test("migrate migrates every bundle batch converted, hidden folders included")
+    func hiddenFolders() throws {
+        let directory = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
+        let tree = directory.appending("home")
+        let stores = ["Notes.sqlite", "work/Plan.sqlite", ".hidden/h.sqlite", ".local/share/notes/Notes.sqlite",
+                      "projects/.cache/c.sqlite"]
+        for store in stores { try Self.makeStore(tree.appending(store)) }
+        let batch = try Docconvert.run(["batch", tree.string, "--legacy", "keep", "--quiet"])
+        #expect(batch.status == 0, "\(batch.stderr)")
+        let enumerator = FileManager.default.enumerator(atPath: tree.string)
+        var written: Set<String> = []
+        while let relative = enumerator?.nextObject() as? String {
+            if relative.hasSuffix(".mdz") { written.insert(tree.appending(relative).string) }
+        }
+        #expect(written.count == stores.count, "\(written)")
+
+        let migrations = directory.appending("migrations")
+        try FileManager.default.createDirectory(atPath: migrations.string, withIntermediateDirectories: true)
+        try Data("CREATE TABLE tag(name TEXT);\n".utf8)
+            .write(to: URL(fileURLWithPath: migrations.appending("V1__tags.sql").string))
+        let migrated = try Docconvert.run(["migrate", tree.string, "--migrations", migrations.string, "--json"])
+        #expect(migrated.status == 0, "\(migrated.stderr)")
+        let report = try JSONSerialization.jsonObject(with: Data(migrated.stdout.utf8)) as? [String: Any]
+        let documents = report?["documents"] as? [[String: Any]] ?? []
+        #expect(Set(documents.compactMap { $0["path"] as? String }) == written)
+        #expect(documents.allSatisfy { $0["status"] as? String == "applied" }, "\(documents)")
+    }
 }

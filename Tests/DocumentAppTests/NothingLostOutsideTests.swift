@@ -121,4 +121,26 @@ struct NothingLostOutsideTests {
             #expect(try Document.metadata(at: bundle).mediaType == "application/vnd.example.notes+zip")
         }
     }
+
+    @Test("metadata of the wrong kind is named in the format's words, in localizedDescription too",
+          arguments: [
+            ("formatVersion", "\"2\"", "formatVersion must be a whole number, found a string"),
+            ("documentID", "5", "documentID must be a string, found a number"),
+            ("model.name", "7", "model.name must be a string, found a number"),
+          ])
+    func metadataKinds(_ key: String, _ value: String, _ expected: String) async throws {
+        try await withTemporaryDirectory { folder in
+            let good = folder.appending("Good.mdz")
+            let document = try await Document.open(at: good, options: appOptions(folder))
+            try await document.close()
+            let bad = folder.appending("Bad.mdz")
+            try Python.rewritingMetadata(of: good.string, to: bad.string, [(key, value)])
+            let error = #expect(throws: DocumentError.self) { _ = try Document.metadata(at: bad) }
+            #expect(error?.code == .invalidMetadata)
+            let line = "\(bad): DocumentMetadata.json: \(expected)"
+            #expect(error?.description == line, "\(String(describing: error))")
+            #expect(error?.localizedDescription == line)
+            #expect(error?.description.contains("decode") == false)
+        }
+    }
 }

@@ -275,11 +275,6 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
 #error("ManagedDocument is built and tested on Linux only (see the README's Platform line): its file handling is written against Glibc and Linux")
 #endif
 
-/// The library's version, recorded as the metadata's generator.
-public enum ManagedDocumentVersion {
-    public static let string = "0.1.0"
-}
-
 extension DocumentMetadata {
     static let maximumEncodedSize = 16 << 20
 

@@ -14,9 +14,9 @@ struct DocConvert: AsyncParsableCommand {
         commandName: "docconvert",
         abstract: "Convert legacy SQLite stores into managed-document bundles (.mdz); create, inspect, verify, query, extract and migrate them.",
         discussion: """
-            A managed document is one zip file holding a SQLite store and its metadata: `mimetype` first \
-            (stored, readable at byte 38), `DocumentMetadata.json`, `StoreContent/persistentStore`, and optional \
-            Core Data external data and additional content.
+            A managed document is one zip file holding a SQLite store and its metadata, in this order: `mimetype` \
+            (stored, readable at byte 38), `StoreContent/persistentStore`, optional Core Data external data and \
+            additional content, and `DocumentMetadata.json` last.
 
             Every bundle is read as untrusted input: its structure, names, sizes, checksums and metadata are \
             checked before anything is extracted. Every write goes to a temporary file beside the destination, \

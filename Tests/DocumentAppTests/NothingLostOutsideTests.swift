@@ -28,22 +28,23 @@ struct NothingLostOutsideTests {
         try await withTemporaryDirectory { folder in
             let fifo = folder.appending("x.mdz")
             #expect(mkfifo(fifo.string, 0o600) == 0)
-            let started = Date()
-            // > Before the fix the open blocked for a writer that never comes; the test would time out.
+            // > Before the fix the open blocked for a writer that never comes. A watchdog unblocks it after a minute
+            // > (a writer end opened, then closed), so that the suite ends, and says so: the test then fails.
             let opening = Task {
                 var options = appOptions(folder)
                 options.createIfMissing = false
                 return try await Document.open(at: fifo, options: options)
             }
+            let unblocked = Mutex(false)
             let watchdog = Task {
-                try await Task.sleep(nanoseconds: 20_000_000_000)
-                // > Unblock a hung open so the suite ends, and fail: a writer end opened then closed.
+                try await Task.sleep(nanoseconds: 60_000_000_000)
+                unblocked.withLock { $0 = true }
                 let writer = open(fifo.string, O_WRONLY | O_NONBLOCK)
                 if writer >= 0 { close(writer) }
             }
-            defer { watchdog.cancel() }
             let error = await #expect(throws: DocumentError.self) { _ = try await opening.value }
-            #expect(Date().timeIntervalSince(started) < 10, "the open waited for a writer")
+            watchdog.cancel()
+            #expect(!unblocked.withLock { $0 }, "the open waited for a writer")
             #expect(error?.code == .notADocument)
             #expect(error?.description.contains("is not a regular file") == true, "\(String(describing: error))")
             let metadata = #expect(throws: DocumentError.self) { _ = try Document.metadata(at: fifo) }

@@ -4,10 +4,11 @@
 # Works on a copy in ./samples-run (the committed samples are never changed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-swift build -c release --product docconvert
-swift build -c release --product taste-app
-swift build -c release --product diary-app
-swift build -c release --product time-app
+# Release builds with the Swift runtime linked in, the way docconvert ships (README, "The command line").
+swift build -c release --static-swift-stdlib --product docconvert
+swift build -c release --static-swift-stdlib --product taste-app
+swift build -c release --static-swift-stdlib --product diary-app
+swift build -c release --static-swift-stdlib --product time-app
 docconvert=.build/release/docconvert
 work=samples-run
 rm -rf "$work"

@@ -187,26 +187,78 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible, Localized
         }
     }
 
-    /// A JSON decoding failure as "at <key path>: <what>", without Swift's type names.
+    /// A JSON decoding failure as "<key path> <what>" (`items[3].size must be a whole number, found a string`),
+    /// without Swift's type names.
     static func summary(of error: DecodingError) -> String {
-        let context: DecodingError.Context
+        let problem = fieldProblem(error)
+        return problem.key.map { "\($0) \(problem.what)" } ?? problem.what
+    }
+
+    /// A JSON decoding failure in the user's terms: the dotted key it is at (`model.name`, `items[3].source`; `nil`
+    /// at the top) and what is wrong there, without Swift's type names: "must be a whole number, found a string",
+    /// "is missing".
+    static func fieldProblem(_ error: DecodingError) -> (key: String?, what: String) {
+        let keys: [any CodingKey]
         let what: String
         switch error {
         case .dataCorrupted(let value):
-            context = value
-            what = value.codingPath.isEmpty ? "the file is not valid JSON" : value.debugDescription
+            keys = value.codingPath
+            if value.codingPath.isEmpty {
+                what = "the file is not valid JSON"
+            } else if value.debugDescription.contains("UUID") {
+                what = "must be a UUID such as \"E621E1F8-C36C-495A-93FC-0C247A3E6E5F\""
+            } else {
+                what = value.debugDescription
+            }
         case .keyNotFound(let key, let value):
-            context = value
-            what = "the key \"\(key.stringValue)\" is missing"
-        case .typeMismatch(_, let value), .valueNotFound(_, let value):
-            context = value
-            what = "the value is not of the expected kind"
+            keys = value.codingPath + [key]
+            what = "is missing"
+        case .typeMismatch(let type, let value):
+            keys = value.codingPath
+            what = "must be \(kind(of: type)), found \(found(in: value.debugDescription))"
+        case .valueNotFound(let type, let value):
+            keys = value.codingPath
+            what = "must be \(kind(of: type)), found null"
         @unknown default:
-            return "the JSON is not of the expected shape"
+            return (nil, "the JSON is not of the expected shape")
         }
-        let keys = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
-        let place = keys.isEmpty ? "" : "at \(keys.joined(separator: ".").replacingOccurrences(of: ".[", with: "[")): "
-        return place + what
+        let names = keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+        let key = names.isEmpty ? nil : names.joined(separator: ".").replacingOccurrences(of: ".[", with: "[")
+        return (key, what)
+    }
+
+    /// A JSON kind in words, for a Swift type the decoder expected.
+    private static func kind(of type: Any.Type) -> String {
+        switch type {
+        case is Int.Type, is Int8.Type, is Int16.Type, is Int32.Type, is Int64.Type,
+             is UInt.Type, is UInt8.Type, is UInt16.Type, is UInt32.Type, is UInt64.Type:
+            return "a whole number"
+        case is Double.Type, is Float.Type: return "a number"
+        case is String.Type: return "a string"
+        case is Bool.Type: return "true or false"
+        default:
+            let name = "\(type)"
+            if name.hasPrefix("Array") || name.hasPrefix("[") || name.contains("UnkeyedDecodingContainer") { return "a list" }
+            return "an object"
+        }
+    }
+
+    /// The JSON kind Foundation's message says it found ("Expected to decode Int but found a string instead."), in
+    /// JSON's words.
+    private static func found(in description: String) -> String {
+        guard let start = description.range(of: "found "),
+              let end = description.range(of: " instead", range: start.upperBound..<description.endIndex)
+        else { return "another kind of value" }
+        // > Foundation writes "a string" in one message and "number" in another.
+        var word = String(description[start.upperBound..<end.lowerBound])
+        for article in ["a ", "an "] where word.hasPrefix(article) { word.removeFirst(article.count) }
+        switch word.lowercased() {
+        case "dictionary", "object": return "an object"
+        case "array": return "a list"
+        case "bool", "boolean": return "true or false"
+        case "null", "nil": return "null"
+        case let other: return "a " + other
+        }
     }
 
     /// An entry name as a terminal can show it: control characters (a NUL, an escape sequence, a line break) written

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ArgumentParser
 import CArchive
 import Foundation
@@ -11,9 +14,9 @@ struct DocConvert: AsyncParsableCommand {
         commandName: "docconvert",
         abstract: "Convert legacy SQLite stores into managed-document bundles (.mdz); create, inspect, verify, query, extract and migrate them.",
         discussion: """
-            A managed document is one zip file holding a SQLite store and its metadata: `mimetype` first \
-            (stored, readable at byte 38), `DocumentMetadata.json`, `StoreContent/persistentStore`, and optional \
-            Core Data external data and additional content.
+            A managed document is one zip file holding a SQLite store and its metadata, in this order: `mimetype` \
+            (stored, readable at byte 38), `StoreContent/persistentStore`, optional Core Data external data and \
+            additional content, and `DocumentMetadata.json` last.
 
             Every bundle is read as untrusted input: its structure, names, sizes, checksums and metadata are \
             checked before anything is extracted. Every write goes to a temporary file beside the destination, \
@@ -99,12 +102,18 @@ struct DocConvert: AsyncParsableCommand {
         return error.description
     }
 
-    /// Whether the file starts with SQLite's 16-byte header.
+    /// Whether the file is a regular file that starts with SQLite's 16-byte header. It is opened without blocking and
+    /// read only when regular: a FIFO named like a bundle must not stall the error message.
     private static func isSQLiteFile(_ path: FilePath) -> Bool {
-        guard let handle = FileHandle(forReadingAtPath: path.string) else { return false }
-        defer { try? handle.close() }  // Squash close error of a read-only handle.
-        let head = (try? handle.read(upToCount: 16)) ?? Data()  // unreadable: not claimed to be SQLite
-        return head == Data("SQLite format 3\0".utf8)
+        guard let descriptor = try? FileDescriptor.open(path, .readOnly, options: [.nonBlocking, .closeOnExec]) else {
+            return false  // unopenable: not claimed to be SQLite
+        }
+        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+        var status = stat()
+        guard fstat(descriptor.rawValue, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return false }
+        var head = [UInt8](repeating: 0, count: 16)
+        let count = (try? head.withUnsafeMutableBytes { try descriptor.read(fromAbsoluteOffset: 0, into: $0) }) ?? 0
+        return count == head.count && head == Array("SQLite format 3\0".utf8)
     }
 }
 

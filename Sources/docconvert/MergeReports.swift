@@ -66,7 +66,12 @@ struct MergeReports: ParsableCommand {
         } else {
             result = try reportingErrors(json: json) { try merger.write(to: json ? .standardOutput : nil) }
         }
-        for line in result.messages { FileHandle.standardError.write(Data("\(line)\n".utf8)) }
+        // > A disagreement is an error, said as every command says one; what is left of an unfinished tree is a list
+        // > for the operator, printed as it is.
+        let isError = result.status == .disagreement
+        for (index, line) in result.messages.enumerated() {
+            FileHandle.standardError.write(Data("\(isError && index == 0 ? "error: " : "")\(line)\n".utf8))
+        }
         if result.status == .disagreement {
             if json {
                 JSONOutput.printError(ErrorJSON(code: DocumentError.Code.metadataMismatch.description,

@@ -17,8 +17,9 @@ struct Migrate: AsyncParsableCommand {
             below one already applied, is reported and nothing is applied to any document. Migrations recorded by \
             an app (not named V…__…) are left alone.
 
-            TARGET is a bundle, or a folder searched recursively for bundles (found by content; symbolic links and \
-            hidden entries are skipped). Each document is opened for writing (its lock is taken; one in use is \
+            TARGET is a bundle, or a folder searched recursively for bundles, found by content and by the walk \
+            rule of `batch`: hidden folders are searched, symbolic links are not followed, and docconvert's own \
+            files and backup folders are skipped. Each document is opened for writing (its lock is taken; one in use is \
             reported busy), migrated on a working copy, and saved atomically once all its migrations succeeded; \
             a migration that fails leaves that document exactly as it was.
 
@@ -115,7 +116,7 @@ struct Migrate: AsyncParsableCommand {
                     results[index].status = .wouldApply
                     continue
                 }
-                await apply(folder.migrator(for: pendingFiles[index]), to: &results[index])
+                await apply(folder, to: &results[index])
             }
         }
 
@@ -144,17 +145,9 @@ struct Migrate: AsyncParsableCommand {
         return DocConvert.exitStatus(for: .inUse)
     }
 
-    private func apply(_ migrator: DocumentMigrator, to result: inout DocumentResult) async {
-        var options = Document.OpenOptions()
-        options.createIfMissing = false
-        options.lockTimeout = lockTimeout
-        options.migrations = migrator
+    private func apply(_ folder: SQLMigrationFolder, to result: inout DocumentResult) async {
         do {
-            // > A tool migrates documents of any app: the bundle's own media type is the one accepted.
-            options.mediaType = try Document.metadata(at: FilePath(result.path)).mediaType
-            let document = try await Document.open(at: FilePath(result.path), options: options)
-            result.applied = document.appliedMigrations
-            try await document.close(savingChanges: false)  // open saved once every migration succeeded
+            result.applied = try await folder.apply(to: FilePath(result.path), lockTimeout: lockTimeout)
             result.pending = Array(result.pending.drop { result.applied.contains($0) })
             result.status = .applied
         } catch let error as DocumentError {

@@ -51,7 +51,7 @@ struct Query: ParsableCommand {
         let store = try reportingErrors(json: json) { try BundleStore(at: FilePath(bundle), cacheSize: cacheSize << 20) }
         defer { store.close() }
         if let reason = store.reason {
-            FileHandle.standardError.write(Data("notice: \(bundle): the store was extracted to be read: \(reason)\n".utf8))
+            FileHandle.standardError.write(Data("notice: \(bundle): the store was extracted to be read, because \(reason)\n".utf8))
         }
         let out = BufferedOutput()
         var isDocumentOpen = false  // with --json: the result's document has begun on stdout
@@ -64,9 +64,10 @@ struct Query: ParsableCommand {
                     out.write(columns.map { Self.json(.text($0)) }.joined(separator: ","))
                     out.write("],\"rows\":[")
                     isDocumentOpen = true
-                } else {
-                    out.write(columns.joined(separator: "\t") + "\n")
                 }
+                // > The text header is written once the statement has run (before its first row, or after it
+                // > finished without rows): one that SQLite refuses as it starts (an ATTACH) prints only its error.
+                let header = columns.isEmpty ? "" : columns.joined(separator: "\t") + "\n"
                 let rows = try Row.fetchCursor(statement)
                 var first = true
                 while let row = try rows.next() {
@@ -74,10 +75,12 @@ struct Query: ParsableCommand {
                     if json {
                         out.write((first ? "\n" : ",\n") + "[" + values.map(Self.json).joined(separator: ",") + "]")
                     } else {
+                        if first { out.write(header) }
                         out.write(values.map(Self.text).joined(separator: "\t") + "\n")
                     }
                     first = false
                 }
+                if !json && first { out.write(header) }
             }
         } catch {
             let (problem, status) = describe(error)

@@ -65,7 +65,7 @@ struct ArgumentTests {
 
 @Suite("Finding documents under a folder")
 struct FindingDocumentsTests {
-    @Test("bundles are found by content, sorted; links, hidden entries and other files are not")
+    @Test("bundles are found by content, sorted, hidden folders included (as a batch walks); links, temporaries and other files are not")
     func bundlesUnderAFolder() async throws {
         try await withTemporaryDirectory { folder in
             let root = folder.appending("docs")
@@ -79,10 +79,14 @@ struct FindingDocumentsTests {
                 try await document.close()
             }
             try Data("not a bundle".utf8).write(to: URL(fileURLWithPath: root.appending("a/notes.mdz").string))
+            // > A write in progress (a temporary beside its target) is the library's own file, not a document.
+            try FileManager.default.copyItem(atPath: root.appending("a/First.mdz").string,
+                                             toPath: root.appending("a/.First.mdz.1234.partial").string)
             try FileManager.default.createSymbolicLink(atPath: root.appending("link.mdz").string,
                                                        withDestinationPath: root.appending("a/First.mdz").string)
             let found = try Document.bundles(under: root).map(\.string)
-            #expect(found == ["a/First.mdz", "a/deeper/Named.anything", "b/Second.mdz"].map { root.appending($0).string })
+            #expect(found == [".hidden/Secret.mdz", "a/First.mdz", "a/deeper/Named.anything", "b/Second.mdz"]
+                .map { root.appending($0).string })
             #expect(try Document.bundles(under: root.appending("b/Second.mdz")) == [root.appending("b/Second.mdz")])
             let error = #expect(throws: DocumentError.self) { try Document.bundles(under: root.appending("a/notes.mdz")) }
             #expect(error?.code == .notAZipArchive || error?.code == .notADocument, "\(String(describing: error))")

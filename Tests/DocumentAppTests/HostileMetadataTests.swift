@@ -145,7 +145,7 @@ struct HostileMetadataTests {
                access: .segments, reason: nil),
         Oddity(name: "a restart index of another stream (compressedSize 2^63 - 1): stale, ignored",
                edits: { _, _ in [("store.deflateRestarts.compressedSize", int64Max)] },
-               access: .extracted, reason: "no restart index that describes its stream"),
+               access: .extracted, reason: "the deflated store's restart index is stale"),
     ]
 
     @Test("absurd but true numbers: the bundle opens, verifies, extracts, and its store reads right in place or extracted",

@@ -709,30 +709,13 @@ public final class BatchConverter: Sendable {
         return target.removingLastComponent().appending("\(name).\(BundleLayout.defaultExtension)")
     }
 
-    /// Applies the pending SQL migrations to a bundle, each once; a problem makes the item `failed` (the bundle
-    /// stays as it was before the migrations: they run on a working copy).
+    /// Applies the pending SQL migrations to a bundle, each once (``SQLMigrationFolder/apply(to:lockTimeout:)``, as
+    /// `docconvert migrate` does); a problem makes the item `failed` (the bundle stays as it was before the
+    /// migrations: they run on a working copy).
     private func migrate(_ bundle: FilePath, into item: inout BatchItem) async {
         guard let folder = options.migrations else { return }
         do {
-            let metadata = try Document.metadata(at: bundle)
-            let validation = folder.validate(applied: metadata.model.migrations)
-            guard validation.isValid else {
-                item.outcome = .failed
-                item.error = .init(code: .migrationChanged,
-                                   message: "\(relative(bundle)): \(validation.problems.joined(separator: "; ")); no migration was applied to it")
-                return
-            }
-            guard !validation.pending.isEmpty else {
-                item.migrationsApplied = []
-                return
-            }
-            var openOptions = Document.OpenOptions()
-            openOptions.createIfMissing = false
-            openOptions.lockTimeout = options.conversion.busyTimeout
-            openOptions.migrations = folder.migrator(for: validation.pending)
-            let document = try await Document.open(at: bundle, options: openOptions)
-            item.migrationsApplied = document.appliedMigrations
-            try await document.close(savingChanges: false)  // open saved once every migration succeeded
+            item.migrationsApplied = try await folder.apply(to: bundle, lockTimeout: options.conversion.busyTimeout)
         } catch let error as DocumentError {
             item.outcome = error.code == .inUse ? .busy : .failed
             item.error = failure(error)

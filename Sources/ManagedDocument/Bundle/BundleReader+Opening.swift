@@ -15,13 +15,19 @@ struct OpenedBundle {
     let identity: FileIdentity
 
     /// Opens `path`, which must be a regular file (FORMAT.md 15.1).
+    ///
+    /// The file is opened without blocking, so that a FIFO (which would wait for a writer), a socket or a device is
+    /// refused at once rather than waited on; blocking reads are restored once the file is known to be regular.
     static func open(_ path: FilePath) throws -> OpenedBundle {
         let descriptor: FileDescriptor
         do {
-            descriptor = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec])
+            descriptor = try FileDescriptor.open(path, .readOnly, options: [.nonBlocking, .closeOnExec])
         } catch let error as Errno {
             if error == .noSuchFileOrDirectory {
                 throw DocumentError(.notFound, path: path, reason: "no such file", underlyingError: error)
+            }
+            if error == .noSuchAddressOrDevice {  // ENXIO: a socket, or a device with nothing behind it
+                throw DocumentError(.notADocument, path: path, reason: "is not a regular file")
             }
             throw DocumentError.io("cannot open the bundle", path: path, errno: error)
         }
@@ -33,6 +39,14 @@ struct OpenedBundle {
         guard status.kind == .regular else {
             try? descriptor.close()  // Squash close error of a read-only descriptor.
             throw DocumentError(.notADocument, path: path, reason: "is not a regular file")
+        }
+        // > O_NONBLOCK has no effect on regular files (open(2)); it is cleared all the same, so that no read of the
+        // > bundle can ever return EAGAIN.
+        let flags = fcntl(descriptor.rawValue, F_GETFL)
+        guard flags >= 0, fcntl(descriptor.rawValue, F_SETFL, flags & ~O_NONBLOCK) == 0 else {
+            let failure = Errno(rawValue: errno)
+            try? descriptor.close()  // Squash close error: the fcntl error is what counts.
+            throw DocumentError.io("cannot set the file's blocking mode", path: path, errno: failure)
         }
         return OpenedBundle(path: path, descriptor: descriptor, size: UInt64(status.size), identity: status.identity)
     }

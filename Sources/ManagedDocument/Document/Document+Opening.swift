@@ -72,41 +72,6 @@ extension Document {
         try BundleReader(at: path, limits: limits).metadata
     }
 
-    /// The bundle `target` names, or every bundle under the folder `target`, sorted by path.
-    ///
-    /// Bundles are found by content (the zip signature and the `mimetype` entry), whatever their names. Symbolic
-    /// links are never followed and hidden files and folders (a working copy, a backup, a temporary) are skipped.
-    /// A `target` that is a file but not a bundle throws the reader's specific reason.
-    ///
-    /// ```swift
-    /// for bundle in try Document.bundles(under: "/srv/documents") {
-    ///     print(bundle, try Document.metadata(at: bundle).model.version ?? "-")
-    /// }
-    /// ```
-    public static func bundles(under target: FilePath) throws -> [FilePath] {
-        if case .bundle = try LegacyDetector.detect(at: target) { return [target] }
-        guard (try FileSystem.status(target))?.kind == .directory else {
-            _ = try BundleReader(at: target)  // throws the specific reason it is not a bundle
-            return [target]
-        }
-        var found: [FilePath] = []
-        var folders = [target]
-        while let folder = folders.popLast() {
-            for name in try FileSystem.contentsOfDirectory(folder) where !name.hasPrefix(".") {
-                let path = folder.appending(name)
-                switch try FileSystem.status(path)?.kind {
-                case .directory:
-                    folders.append(path)
-                case .regular:
-                    if case .bundle = try LegacyDetector.detect(at: path) { found.append(path) }
-                default:
-                    continue  // links, devices, sockets; vanished since listed
-                }
-            }
-        }
-        return found.sorted { $0.string < $1.string }
-    }
-
     /// Removes working copies that no process uses and that were last touched more than `age` seconds ago.
     ///
     /// - Returns: the folders removed.

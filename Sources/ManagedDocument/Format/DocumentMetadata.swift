@@ -275,11 +275,6 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
 #error("ManagedDocument is built and tested on Linux only (see the README's Platform line): its file handling is written against Glibc and Linux")
 #endif
 
-/// The library's version, recorded as the metadata's generator.
-public enum ManagedDocumentVersion {
-    public static let string = "0.1.0"
-}
-
 extension DocumentMetadata {
     static let maximumEncodedSize = 16 << 20
 
@@ -305,9 +300,14 @@ extension DocumentMetadata {
         }
         let data = Data(bytes)
         let header: Header
-        do { header = try JSONDecoder().decode(Header.self, from: data) } catch {
+        do { header = try JSONDecoder().decode(Header.self, from: data) } catch let error as DecodingError {
+            // > A key of the wrong kind is named with what it must be; a text that is not an object at all is not.
+            let problem = DocumentError.fieldProblem(error)
             throw DocumentError(.invalidMetadata, path: bundle, entry: BundleLayout.metadata,
-                                reason: "is not a JSON object: \(describe(error))")
+                                reason: problem.key.map { "\($0) \(problem.what)" } ?? "is not a JSON object (\(problem.what))")
+        } catch {
+            throw DocumentError(.invalidMetadata, path: bundle, entry: BundleLayout.metadata,
+                                reason: "is not a JSON object (\(error))")
         }
         guard header.format == BundleLayout.formatName else {
             throw DocumentError(.invalidMetadata, path: bundle, entry: BundleLayout.metadata,
@@ -326,7 +326,7 @@ extension DocumentMetadata {
             let container = try decoder.singleValueContainer()
             let text = try container.decode(String.self)
             guard let date = ISO8601.parse(text) else {
-                throw DecodingError.dataCorruptedError(in: container, debugDescription: "not an ISO 8601 date: \(text)")
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "must be an ISO 8601 date such as \"2026-11-23T14:02:05.123Z\", found \"\(text)\"")
             }
             return date
         }
@@ -335,7 +335,7 @@ extension DocumentMetadata {
             metadata = try decoder.decode(DocumentMetadata.self, from: data)
         } catch {
             throw DocumentError(.invalidMetadata, path: bundle, entry: BundleLayout.metadata,
-                                reason: "does not have the documented shape: \(describe(error))")
+                                reason: describe(error))
         }
         if let problem = metadata.informativeNumberOutOfRange {
             throw DocumentError(.invalidMetadata, path: bundle, entry: BundleLayout.metadata,
@@ -383,19 +383,13 @@ extension DocumentMetadata {
         return nil
     }
 
+    /// A decoding failure of the metadata as "<key> <what is wrong>" (`model.name must be a string, found a number`),
+    /// FORMAT.md's key names, never Swift's type names.
     private static func describe(_ error: any Error) -> String {
-        switch error {
-        case DecodingError.keyNotFound(let key, let context):
-            return "missing key '\((context.codingPath + [key]).map(\.stringValue).joined(separator: "."))'"
-        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
-             DecodingError.dataCorrupted(let context):
-            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
-            return (path.isEmpty ? "" : "'\(path)': ") + context.debugDescription
-        default:
-            return "\(error)"
-        }
-    }
-}
+        guard let error = error as? DecodingError else { return "does not have the documented shape (\(error))" }
+        let problem = DocumentError.fieldProblem(error)
+        return problem.key.map { "\($0) \(problem.what)" } ?? "does not have the documented shape: \(problem.what)"
+    }}
 
 /// ISO 8601 dates as the metadata writes them: UTC, milliseconds, `2026-11-23T14:02:05.123Z`.
 ///

@@ -25,7 +25,7 @@ extension LegacyConverter {
         items = try items.filter { try FileSystem.exists($0) }
         func failed(_ error: DocumentError) -> DocumentError {
             DocumentError(error.code, path: legacy.source,
-                          reason: "the bundle is complete and verified, but the legacy files could not be \(options.legacyPolicy == .delete ? "deleted" : "moved") (\(error.reason)); fix that and run the same command again",
+                          reason: "the bundle is complete and verified, but the legacy files could not be \(options.legacyPolicy == .delete ? "deleted" : "moved") (\(error.path.map { "\($0): " } ?? "")\(error.reason)); fix that and run the same command again",
                           underlyingError: error.underlyingError)
         }
         switch options.legacyPolicy {

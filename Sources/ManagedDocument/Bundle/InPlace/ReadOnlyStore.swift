@@ -68,7 +68,7 @@ struct ReadOnlyStore: Sendable {
     }
 
     private static func logExtracted(_ bundle: FilePath, reason: String, logger: Logger) {
-        logger.notice("\(bundle): the store was extracted to be read: \(reason)")
+        logger.notice("\(bundle): the store was extracted to be read, because \(reason)")
     }
 
     /// A failed read's own error (a damaged segment, recorded by its source) in place of SQLite's "disk I/O error";

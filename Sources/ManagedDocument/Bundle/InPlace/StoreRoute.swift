@@ -49,7 +49,7 @@ enum StoreRoute: Sendable {
                                         restarts: nil, restartsPerSegment: 1))
         }
         guard case .used(_, true) = reader.restartIndex, let restarts = reader.metadata.store.deflateRestarts else {
-            return .extract(reason: "the deflated store has no restart index that describes its stream (\(reader.restartIndex))")
+            return .extract(reason: restartIndexProblem(reader.restartIndex))
         }
         guard restarts.interval > 0, segments.interval % restarts.interval == 0 else {
             return .extract(reason: "its segment digests (every \(segments.interval) bytes) are not cut at its restart points (every \(restarts.interval) bytes)")
@@ -61,6 +61,15 @@ enum StoreRoute: Sendable {
         return .inPlace(SegmentPlan(store, size: size, interval: segments.interval, digests: segments.digests,
                                     restarts: restarts,
                                     restartsPerSegment: Int(segments.interval / restarts.interval)))
+    }
+
+    /// Why a deflated store's restart index does not serve reading in place, in one phrase.
+    private static func restartIndexProblem(_ use: RestartIndexUse) -> String {
+        switch use {
+        case .absent: return "the deflated store has no restart index"
+        case .stale(let reason): return "the deflated store's restart index is stale: \(reason)"
+        case .used: return "the deflated store's restart index does not name its stream (an older writer's)"
+        }
     }
 
     /// The plan that serves the store as one segment, when the segment route is closed (a store written under

@@ -1,0 +1,56 @@
+import Foundation
+import SystemPackage
+
+// In the Batch layer because it walks as a batch does: one walker (``BatchWalker``) finds the stores a batch converts,
+// the items of a fleet plan and the bundles `docconvert migrate` migrates.
+extension Document {
+    /// The bundle `target` names, or every bundle under the folder `target`, sorted by path.
+    ///
+    /// Bundles are found by content (the zip signature and the `mimetype` entry), whatever their names. The tree is
+    /// walked by the rule a batch conversion walks it (``BatchConverter``, the fleet plan), so that every bundle a
+    /// batch wrote is found here: hidden folders and files are included (`.local/share/…`); symbolic links are never
+    /// followed; the tools' own files (temporaries, document locks, report spools), `docconvert-backup` folders,
+    /// Core Data support folders and the inside of UIManagedDocument packages are skipped. A `target` that is a file
+    /// but not a bundle throws the reader's specific reason.
+    ///
+    /// ```swift
+    /// for bundle in try Document.bundles(under: "/srv/documents") {
+    ///     print(bundle, try Document.metadata(at: bundle).model.version ?? "-")
+    /// }
+    /// ```
+    ///
+    /// - Parameter target: A bundle, or a folder to search.
+    /// - Returns: The bundles, sorted by path.
+    /// - Throws: ``DocumentError/Code/notFound`` when `target` does not exist; the reader's codes when it is a file
+    ///   but not a bundle; ``DocumentError/Code/ioFailure`` when a folder cannot be listed.
+    public static func bundles(under target: FilePath) throws -> [FilePath] {
+        if case .bundle = try LegacyDetector.detect(at: target) { return [target] }
+        guard (try FileSystem.status(target))?.kind == .directory else {
+            _ = try BundleReader(at: target)  // throws the specific reason it is not a bundle
+            return [target]
+        }
+        var found: [FilePath] = []
+        var failure: (any Error)?
+        BatchWalker(root: target, startedAt: Date()).walk(classifyingFiles: false) { candidate in
+            switch candidate {
+            case .unclassified(let path, _, .regular):
+                do {
+                    if case .bundle = try LegacyDetector.detect(at: path) { found.append(path) }
+                } catch let error as DocumentError where error.code == .notFound {
+                    return true  // vanished since listed
+                } catch {
+                    failure = error
+                    return false
+                }
+            case .unreadable(_, _, let error):
+                failure = error
+                return false
+            default:
+                break  // links, devices, sockets; stores and packages
+            }
+            return true
+        }
+        if let failure { throw failure }
+        return found.sorted { $0.string < $1.string }
+    }
+}

@@ -262,8 +262,8 @@ final class BatchPlanWriter {
         line.append(UInt8(ascii: "\n"))
         hasher.update(data: line)
         try line.withUnsafeBytes { buffer in
-            do { _ = try items.descriptor.writeAll(toAbsoluteOffset: offset, buffer) } catch let error as Errno {
-                throw DocumentError.io("cannot write the plan's items aside", path: target, errno: error)
+            do { try FileIO.write(items.descriptor, buffer, at: offset, path: target) } catch {
+                throw DocumentError.io("cannot write the plan's items aside", path: target, errno: FileIO.errno(of: error))
             }
         }
         offset += Int64(line.count)

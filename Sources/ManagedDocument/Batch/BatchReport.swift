@@ -325,7 +325,7 @@ public final class BatchReportFile: Sendable {
             guard spool.failure == nil, let descriptor = spool.descriptor else { return }
             let bytes = line + Data("\n".utf8)
             do {
-                _ = try bytes.withUnsafeBytes { try descriptor.writeAll(toAbsoluteOffset: spool.offset, $0) }
+                try bytes.withUnsafeBytes { try FileIO.write(descriptor, $0, at: spool.offset, path: spool.path) }
                 spool.offset += Int64(bytes.count)
             } catch {
                 spool.failure = DocumentError.io("cannot write the report's items aside", path: spool.path,

@@ -160,9 +160,7 @@ final class BufferedOutput {
 
     func flush() throws {
         try buffer.withUnsafeBytes { bytes in
-            do { _ = try descriptor.writeAll(toAbsoluteOffset: written, bytes) } catch let error as Errno {
-                throw DocumentError.io("cannot write the file", path: path, errno: error)
-            }
+            try FileSystem.write(descriptor, bytes, at: written, path: path)
         }
         written += Int64(buffer.count)
         buffer.removeAll(keepingCapacity: true)

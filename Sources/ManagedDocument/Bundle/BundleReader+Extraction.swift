@@ -236,9 +236,9 @@ extension BundleReader {
     private func createExtracted(_ target: FilePath, entry: String, permissions: FilePermissions) throws -> FileDescriptor {
         try FileSystem.createDirectory(target.removingLastComponent())
         do {
-            return try FileDescriptor.open(target, .writeOnly, options: [.create, .exclusiveCreate, .noFollow, .closeOnExec],
-                                           permissions: permissions)
-        } catch let error as Errno {
+            return try FileIO.create(target, .writeOnly, options: [.exclusiveCreate, .noFollow, .closeOnExec],
+                                     permissions: permissions)
+        } catch {
             throw DocumentError(.cannotCreate, path: target, entry: entry,
                                 reason: "cannot create the extracted file", underlyingError: error)
         }

@@ -110,13 +110,17 @@ struct WorkingCopy {
         return try? JSONDecoder().decode(Base.self, from: data)  // unreadable: treated as no base at all
     }
 
+    /// Records the base (written aside at mode 0600, flushed, renamed into place, the folder flushed).
     func writeBase(_ base: Base) throws {
         do {
-            let url = URL(fileURLWithPath: baseFile.string)
-            try JSONEncoder().encode(base).write(to: url, options: .atomic)
-            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
+            let bytes = Array(try JSONEncoder().encode(base))
+            let file = try AtomicFile(target: baseFile, replacing: true, removingStale: false)
+            _ = fchmod(file.descriptor.rawValue, 0o600)  // the folder is private already; the file too
+            try bytes.withUnsafeBytes { try FileSystem.writeAll(file.descriptor, $0, path: file.temporaryPath) }
+            try file.commit()
         } catch {
-            throw DocumentError(.ioFailure, path: baseFile, reason: "cannot record the working copy's base")
+            throw DocumentError(.ioFailure, path: baseFile, reason: "cannot record the working copy's base",
+                                underlyingError: error)
         }
     }
 }

@@ -137,17 +137,18 @@ final class AtomicFile {
                 try? descriptor.close()  // Squash close error of a file that has no name.
                 throw error
             }
-            let linked = path.withPlatformString { linkat(AT_FDCWD, "/proc/self/fd/\(unnamed)", AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }
-            if linked == 0 { return descriptor }
-            let failure = errno
-            try? descriptor.close()  // Squash close error of a file that has no name.
-            if failure == EEXIST { throw Errno(rawValue: failure) }
+            do {
+                try FileIO.link(descriptor, to: path)
+                return descriptor
+            } catch {
+                try? descriptor.close()  // Squash close error of a file that has no name.
+                if FileIO.errno(of: error) == .fileExists { throw FileIO.errno(of: error) }
+            }
             // > No /proc, or links refused: made by name below.
         }
         #endif
-        let descriptor = try FileDescriptor.open(
-            path, .readWrite, options: [.create, .exclusiveCreate, .noFollow, .closeOnExec],
-            permissions: FilePermissions(rawValue: mode))
+        let descriptor = try FileIO.create(path, .readWrite, options: [.exclusiveCreate, .noFollow, .closeOnExec],
+                                           permissions: FilePermissions(rawValue: mode))
         _ = FileSystem.lockExclusively(descriptor, wait: false)
         do { try ownership?.apply(to: descriptor) } catch {
             try? FileSystem.removeFile(path)  // Cleanup after a first error: nothing was written.
@@ -170,9 +171,11 @@ final class AtomicFile {
             try FileSystem.rename(temporaryPath, to: target)
         } else {
             // > link(2) never replaces: a file that appeared under the target's name since init wins, and is kept.
-            if link(temporaryPath.string, target.string) == 0 {
+            let linked: Errno?
+            do { try FileIO.link(temporaryPath, to: target); linked = nil } catch { linked = FileIO.errno(of: error) }
+            if linked == nil {
                 try? FileSystem.removeFile(temporaryPath)  // the data is under the target's name; a leftover is removed next time
-            } else if errno == EEXIST {
+            } else if linked == .fileExists {
                 throw DocumentError(.alreadyExists, path: target,
                                     reason: "appeared while it was being written; it was left as it is, choose another name")
             } else if try FileSystem.exists(target) {

@@ -7,7 +7,8 @@ import Crypto
 import Foundation
 import SystemPackage
 
-/// Small, checked wrappers over the POSIX calls the safety protocols need.
+/// Small, checked wrappers over the POSIX calls the safety protocols need. Every change to a file goes through
+/// ``FileIO``, the one door tests observe.
 enum FileSystem {
     enum Kind: Equatable { case regular, directory, symlink, other }
 
@@ -86,8 +87,32 @@ enum FileSystem {
 
     /// `fsync(2)` on an open descriptor.
     static func sync(_ descriptor: FileDescriptor, path: FilePath) throws {
-        if CPUTurns.whileWaiting({ fsync(descriptor.rawValue) }) != 0 {
-            throw DocumentError.io("cannot flush the file to disk", path: path, errno: Errno(rawValue: errno))
+        let failure = CPUTurns.whileWaiting { () -> Errno? in
+            do { try FileIO.sync(descriptor, path: path) } catch { return FileIO.errno(of: error) }
+            return nil
+        }
+        if let failure { throw DocumentError.io("cannot flush the file to disk", path: path, errno: failure) }
+    }
+
+    /// `fdatasync(2)` on an open descriptor: the file's bytes and size made durable.
+    static func dataSync(_ descriptor: FileDescriptor, path: FilePath) throws {
+        do { try FileIO.dataSync(descriptor, path: path) } catch {
+            throw DocumentError.io("cannot flush the file to disk", path: path, errno: FileIO.errno(of: error))
+        }
+    }
+
+    /// `ftruncate(2)`.
+    static func resize(_ descriptor: FileDescriptor, to size: Int64, path: FilePath) throws {
+        do { try FileIO.resize(descriptor, to: size, path: path) } catch {
+            throw DocumentError.io("cannot change the file's size", path: path, errno: FileIO.errno(of: error))
+        }
+    }
+
+    /// `pwrite(2)` of all of `bytes` at `offset`.
+    static func write(_ descriptor: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: Int64,
+                      path: FilePath) throws {
+        do { try FileIO.write(descriptor, bytes, at: offset, path: path) } catch {
+            throw DocumentError.io("cannot write the file", path: path, errno: FileIO.errno(of: error))
         }
     }
 
@@ -107,28 +132,26 @@ enum FileSystem {
             throw DocumentError.io("cannot open the folder to flush it", path: directory, errno: error)
         }
         defer { try? descriptor.close() }  // Squash close error: the fsync result is what counts.
-        if CPUTurns.whileWaiting({ fsync(descriptor.rawValue) }) != 0 && errno != EINVAL {
-            throw DocumentError.io("cannot flush the folder to disk", path: directory, errno: Errno(rawValue: errno))
+        let failure = CPUTurns.whileWaiting { () -> Errno? in
+            do { try FileIO.sync(descriptor, path: directory, isFolder: true) } catch { return FileIO.errno(of: error) }
+            return nil
+        }
+        if let failure, failure != .invalidArgument {
+            throw DocumentError.io("cannot flush the folder to disk", path: directory, errno: failure)
         }
     }
 
     /// `rename(2)`: atomically replaces `destination` with `source` (same file system).
     static func rename(_ source: FilePath, to destination: FilePath) throws {
-        let result = source.withPlatformString { from in
-            destination.withPlatformString { to in Glibc.rename(from, to) }
-        }
-        if result != 0 {
-            throw DocumentError.io("cannot move \(source) into place", path: destination, errno: Errno(rawValue: errno))
+        do { try FileIO.rename(source, to: destination) } catch {
+            throw DocumentError.io("cannot move \(source) into place", path: destination, errno: FileIO.errno(of: error))
         }
     }
 
     /// `link(2)`: gives `source` a second name, failing when `destination` exists (a rename that never replaces).
     static func link(_ source: FilePath, to destination: FilePath) throws {
-        let result = source.withPlatformString { from in
-            destination.withPlatformString { to in Glibc.link(from, to) }
-        }
-        if result != 0 {
-            let error = Errno(rawValue: errno)
+        do { try FileIO.link(source, to: destination) } catch {
+            let error = FileIO.errno(of: error)
             if error == .fileExists {
                 throw DocumentError(.alreadyExists, path: destination, reason: "already exists; choose another name")
             }
@@ -150,8 +173,8 @@ enum FileSystem {
 
     /// Removes a file; a file that is already gone is not an error.
     static func removeFile(_ path: FilePath) throws {
-        if path.withPlatformString({ unlink($0) }) != 0 && errno != ENOENT {
-            throw DocumentError.io("cannot remove the file", path: path, errno: Errno(rawValue: errno))
+        do { try FileIO.unlink(path) } catch where FileIO.errno(of: error) != .noSuchFileOrDirectory {
+            throw DocumentError.io("cannot remove the file", path: path, errno: FileIO.errno(of: error))
         }
     }
 
@@ -162,8 +185,8 @@ enum FileSystem {
             for name in try contentsOfDirectory(path) {
                 try removeTree(path.appending(name))
             }
-            if path.withPlatformString({ rmdir($0) }) != 0 && errno != ENOENT {
-                throw DocumentError.io("cannot remove the folder", path: path, errno: Errno(rawValue: errno))
+            do { try FileIO.removeDirectory(path) } catch where FileIO.errno(of: error) != .noSuchFileOrDirectory {
+                throw DocumentError.io("cannot remove the folder", path: path, errno: FileIO.errno(of: error))
             }
         } else {
             try removeFile(path)
@@ -197,21 +220,28 @@ enum FileSystem {
            !isDirectory(parent) {
             try createDirectory(parent)
         }
-        if path.withPlatformString({ mkdir($0, mode) }) != 0 && errno != EEXIST {
+        do { try FileIO.makeDirectory(path, mode: mode) } catch where FileIO.errno(of: error) != .fileExists {
             throw DocumentError(.cannotCreate, path: path, reason: "cannot create the folder",
-                                underlyingError: Errno(rawValue: errno))
+                                underlyingError: FileIO.errno(of: error))
         }
     }
 
     /// Creates a fresh, private folder inside `parent` whose name starts with `prefix`.
     static func makeTemporaryDirectory(in parent: FilePath, prefix: String) throws -> FilePath {
-        var template = Array(parent.appending("\(prefix)XXXXXX").string.utf8CString)
-        let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        guard created != nil else {
-            throw DocumentError(.cannotCreate, path: parent, reason: "cannot create a working folder",
-                                underlyingError: Errno(rawValue: errno))
+        // > mkdtemp(3)'s way: a random name, made with mode 0700, tried again when it exists.
+        for _ in 0..<100 {
+            let path = parent.appending("\(prefix)\(randomSuffix())")
+            do {
+                try FileIO.makeDirectory(path, mode: 0o700)
+                return path
+            } catch where FileIO.errno(of: error) == .fileExists {
+                continue
+            } catch {
+                throw DocumentError(.cannotCreate, path: parent, reason: "cannot create a working folder",
+                                    underlyingError: FileIO.errno(of: error))
+            }
         }
-        return template.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
+        throw DocumentError(.cannotCreate, path: parent, reason: "cannot create a working folder (every name tried exists)")
     }
 
     /// The SHA-256 and size of a file, read in 1 MiB chunks.
@@ -241,10 +271,11 @@ enum FileSystem {
         defer { try? input.close() }  // Squash close error of a read-only descriptor.
         let output: FileDescriptor
         do {
-            output = try FileDescriptor.open(destination, .writeOnly, options: [.create, .exclusiveCreate, .noFollow, .closeOnExec],
-                                             permissions: [.ownerReadWrite, .groupRead, .otherRead])
-        } catch let error as Errno {
-            throw DocumentError(.cannotCreate, path: destination, reason: "cannot create the file", underlyingError: error)
+            output = try FileIO.create(destination, .writeOnly, options: [.exclusiveCreate, .noFollow, .closeOnExec],
+                                       permissions: [.ownerReadWrite, .groupRead, .otherRead])
+        } catch {
+            throw DocumentError(.cannotCreate, path: destination, reason: "cannot create the file",
+                                underlyingError: FileIO.errno(of: error))
         }
         defer { try? output.close() }  // Squash close error: callers check what they copied.
         let expected = Status(input)?.size ?? Int64(ChunkPipeline.chunkSize)
@@ -328,10 +359,8 @@ enum FileSystem {
 
     /// Writes all of `bytes`, retrying short writes.
     static func writeAll(_ descriptor: FileDescriptor, _ bytes: UnsafeRawBufferPointer, path: FilePath) throws {
-        do {
-            _ = try descriptor.writeAll(bytes)
-        } catch let error as Errno {
-            throw DocumentError.io("cannot write the file", path: path, errno: error)
+        do { try FileIO.write(descriptor, bytes, at: nil, path: path) } catch {
+            throw DocumentError.io("cannot write the file", path: path, errno: FileIO.errno(of: error))
         }
     }
 

@@ -712,9 +712,11 @@ extension OverlayStore {
     /// Opens a working file for reading and writing (mode 0600 when it is created), without following a link.
     private static func openFile(_ path: FilePath, creating: Bool) throws -> FileDescriptor {
         do {
-            let options: FileDescriptor.OpenOptions = creating ? [.create, .noFollow, .closeOnExec]
-                                                               : [.noFollow, .closeOnExec]
-            return try FileDescriptor.open(path, .readWrite, options: options, permissions: [.ownerReadWrite])
+            if creating {
+                return try FileIO.create(path, .readWrite, options: [.noFollow, .closeOnExec],
+                                         permissions: [.ownerReadWrite])
+            }
+            return try FileDescriptor.open(path, .readWrite, options: [.noFollow, .closeOnExec])
         } catch let error as Errno {
             if error == .noSuchFileOrDirectory {
                 throw DocumentError(.notFound, path: path, reason: "no such file", underlyingError: error)
@@ -734,25 +736,17 @@ extension OverlayStore {
 
     /// `ftruncate(2)`.
     private static func resize(_ descriptor: FileDescriptor, to size: Int64, path: FilePath) throws {
-        do { try descriptor.resize(to: size) } catch let error as Errno {
-            throw DocumentError.io("cannot change the file's size", path: path, errno: error)
-        }
+        try FileSystem.resize(descriptor, to: size, path: path)
     }
 
     /// `fdatasync(2)`: the file's bytes and size made durable.
     private static func dataSync(_ descriptor: FileDescriptor, path: FilePath) throws {
-        if fdatasync(descriptor.rawValue) != 0 {
-            throw DocumentError.io("cannot flush the file to disk", path: path, errno: Errno(rawValue: errno))
-        }
+        try FileSystem.dataSync(descriptor, path: path)
     }
 
     /// `pwrite(2)` of all `count` bytes at `offset`.
     private static func writeAll(_ descriptor: FileDescriptor, _ bytes: UnsafeRawPointer, count: Int, at offset: Int64,
                                  path: FilePath) throws {
-        do {
-            _ = try descriptor.writeAll(toAbsoluteOffset: offset, UnsafeRawBufferPointer(start: bytes, count: count))
-        } catch let error as Errno {
-            throw DocumentError.io("cannot write the file", path: path, errno: error)
-        }
+        try FileSystem.write(descriptor, UnsafeRawBufferPointer(start: bytes, count: count), at: offset, path: path)
     }
 }

@@ -1,0 +1,186 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import SystemPackage
+
+/// The one door through which the library changes files: every write, truncation, flush (`fsync`, `fdatasync`, a
+/// folder's `fsync`), new name (a file made with a name, `link`, `linkat` of an unnamed file), `rename`, removal and
+/// folder made or removed, in the zip writer, ``AtomicFile``, the overlay and its map, the converter's moves, the
+/// batch's reports and the working copies. Each call is the system call and nothing more, failing with its `Errno`.
+///
+/// An ``Observer`` (tests only, installed with ``observe(_:_:)``) sees each call before and after it runs: a
+/// recorder builds the states a power cut can leave from them (CrashMonkey's and ALICE's approach), and an injector
+/// fails a chosen call with the error it throws from ``Observer/willPerform(_:)`` (`ENOSPC`, `EIO`, `EMFILE`), as
+/// the system would. With no observer installed, a call costs one uncontended lock more than the system call.
+package enum FileIO {
+    /// A change about to be made, or just made, as an observer sees it.
+    package struct Event {
+        package enum Kind: String, Sendable {
+            /// `pwrite`/`write` of ``bytes`` at ``offset``.
+            case write
+            /// `ftruncate` to ``size``.
+            case truncate
+            /// `fsync` of a file: its data and metadata durable.
+            case sync
+            /// `fdatasync` of a file: its data and size durable.
+            case dataSync
+            /// A file opened with `O_CREAT` under ``path`` (new, or there already).
+            case create
+            /// A second name ``destination`` for ``path`` (`link`), or for an unnamed file (`linkat`, ``path`` empty).
+            case link
+            /// `rename` of ``path`` to ``destination``, replacing what is there.
+            case rename
+            /// `unlink` of ``path``.
+            case unlink
+            /// `mkdir` of ``path``.
+            case makeDirectory
+            /// `rmdir` of ``path``.
+            case removeDirectory
+            /// `fsync` of the folder ``path``: the names made, moved and removed in it durable.
+            case syncDirectory
+        }
+
+        package let kind: Kind
+        package let path: FilePath
+        package var destination: FilePath? = nil
+        /// The open file a write, truncation, flush or link acts on.
+        package var descriptor: FileDescriptor? = nil
+        /// Where a write starts in the file.
+        package var offset: Int64 = 0
+        /// What a write writes: valid during the observer's call only.
+        package var bytes: UnsafeRawBufferPointer? = nil
+        /// The size a truncation gives the file.
+        package var size: Int64 = 0
+    }
+
+    /// Sees every change the library makes to files. Tests only.
+    package protocol Observer: AnyObject, Sendable {
+        /// Called before the change; an `Errno` thrown here fails it as the system would (nothing is changed).
+        func willPerform(_ event: Event) throws
+        /// Called once the change was made.
+        func didPerform(_ event: Event)
+    }
+
+    private static let observer = Protected<(any Observer)?>(nil)
+
+    /// Runs `body` with `observer` seeing every change the library makes to files, in every thread, then removes
+    /// it. One observer at a time: a test that installs one runs alone (`.serialized`, its own process).
+    package static func observe<T>(_ observer: any Observer, _ body: () async throws -> T) async rethrows -> T {
+        self.observer.withLock { $0 = observer }
+        defer { self.observer.withLock { $0 = nil } }
+        return try await body()
+    }
+
+    /// The `Errno` an error of these calls is (they throw nothing else; `EIO` otherwise).
+    package static func errno(of error: any Error) -> Errno { error as? Errno ?? .ioError }
+
+    /// Calls the observer around `change` (which returns -1 with `errno` set when it fails). Throws `Errno` only.
+    private static func perform(_ event: @autoclosure () -> Event, _ change: () -> Int32) throws {
+        guard let observer = observer.withLock({ $0 }) else {
+            if change() != 0 { throw Errno(rawValue: Glibc.errno) }
+            return
+        }
+        let event = event()
+        do { try observer.willPerform(event) } catch { throw errno(of: error) }
+        if change() != 0 { throw Errno(rawValue: Glibc.errno) }
+        observer.didPerform(event)
+    }
+
+    // MARK: Files
+
+    /// Writes all of `bytes` at `offset` (`pwrite(2)`, short writes retried), or at the file's position when
+    /// `offset` is `nil` (`write(2)`).
+    package static func write(_ descriptor: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: Int64?,
+                              path: FilePath) throws {
+        let start = offset ?? (observer.withLock({ $0 }) == nil ? 0 : Int64(lseek(descriptor.rawValue, 0, SEEK_CUR)))
+        try perform(Event(kind: .write, path: path, descriptor: descriptor, offset: start, bytes: bytes)) {
+            do {
+                if let offset {
+                    _ = try descriptor.writeAll(toAbsoluteOffset: offset, bytes)
+                } else {
+                    _ = try descriptor.writeAll(bytes)
+                }
+                return 0
+            } catch {
+                Glibc.errno = (error as? Errno)?.rawValue ?? EIO
+                return -1
+            }
+        }
+    }
+
+    /// `ftruncate(2)`.
+    package static func resize(_ descriptor: FileDescriptor, to size: Int64, path: FilePath) throws {
+        try perform(Event(kind: .truncate, path: path, descriptor: descriptor, size: size)) {
+            ftruncate(descriptor.rawValue, off_t(size))
+        }
+    }
+
+    /// `fsync(2)` of a file (`isFolder`: of a folder, whose names it makes durable).
+    package static func sync(_ descriptor: FileDescriptor, path: FilePath, isFolder: Bool = false) throws {
+        try perform(Event(kind: isFolder ? .syncDirectory : .sync, path: path, descriptor: descriptor)) {
+            fsync(descriptor.rawValue)
+        }
+    }
+
+    /// `fdatasync(2)`: the file's bytes and size durable.
+    package static func dataSync(_ descriptor: FileDescriptor, path: FilePath) throws {
+        try perform(Event(kind: .dataSync, path: path, descriptor: descriptor)) { fdatasync(descriptor.rawValue) }
+    }
+
+    /// `open(2)` with `O_CREAT` (and `options`): a file under `path`, made when missing.
+    package static func create(_ path: FilePath, _ mode: FileDescriptor.AccessMode,
+                               options: FileDescriptor.OpenOptions, permissions: FilePermissions) throws
+        -> FileDescriptor {
+        var opened: FileDescriptor?
+        try perform(Event(kind: .create, path: path)) {
+            do {
+                opened = try FileDescriptor.open(path, mode, options: options.union(.create), permissions: permissions)
+                return 0
+            } catch {
+                Glibc.errno = (error as? Errno)?.rawValue ?? EIO
+                return -1
+            }
+        }
+        return opened!
+    }
+
+    // MARK: Names
+
+    /// `link(2)`: a second name for `source`, failing with `EEXIST` when `destination` exists.
+    package static func link(_ source: FilePath, to destination: FilePath) throws {
+        try perform(Event(kind: .link, path: source, destination: destination)) {
+            source.withPlatformString { from in destination.withPlatformString { to in Glibc.link(from, to) } }
+        }
+    }
+
+    /// `linkat(2)` of the unnamed (`O_TMPFILE`) file `descriptor` under `destination`.
+    package static func link(_ descriptor: FileDescriptor, to destination: FilePath) throws {
+        try perform(Event(kind: .link, path: FilePath(), destination: destination, descriptor: descriptor)) {
+            destination.withPlatformString {
+                linkat(AT_FDCWD, "/proc/self/fd/\(descriptor.rawValue)", AT_FDCWD, $0, AT_SYMLINK_FOLLOW)
+            }
+        }
+    }
+
+    /// `rename(2)`: `source` under the name `destination`, atomically replacing what is there.
+    package static func rename(_ source: FilePath, to destination: FilePath) throws {
+        try perform(Event(kind: .rename, path: source, destination: destination)) {
+            source.withPlatformString { from in destination.withPlatformString { to in Glibc.rename(from, to) } }
+        }
+    }
+
+    /// `unlink(2)`.
+    package static func unlink(_ path: FilePath) throws {
+        try perform(Event(kind: .unlink, path: path)) { path.withPlatformString { Glibc.unlink($0) } }
+    }
+
+    /// `mkdir(2)`.
+    package static func makeDirectory(_ path: FilePath, mode: mode_t) throws {
+        try perform(Event(kind: .makeDirectory, path: path)) { path.withPlatformString { mkdir($0, mode) } }
+    }
+
+    /// `rmdir(2)`.
+    package static func removeDirectory(_ path: FilePath) throws {
+        try perform(Event(kind: .removeDirectory, path: path)) { path.withPlatformString { rmdir($0) } }
+    }
+}

@@ -1,0 +1,306 @@
+// Every state a power cut can leave on every write path (CrashRecorder's persistence model), checked: the document
+// opens (recovering where asked), holds every commit acknowledged before the cut, and its bundle verifies or the
+// previous one stands; a legacy source is never gone while its bundle is not durable. And every step of a save and a
+// rebase failed in turn (ENOSPC, EIO, EMFILE): the document stays usable or says it is not, and a reopen recovers
+// every commit.
+//
+// CI checks a sample of each path's states; `CRASH_STATES=all` (scripts/crash-states.sh) checks every one.
+import Crypto
+import Foundation
+import GRDB
+import ManagedDocument
+import SystemPackage
+import Testing
+import TestSupport
+
+/// The rows of table `t` as one digest (`nil` when there is no such table), and their count.
+private func rows(_ db: Database) throws -> (count: Int, digest: String) {
+    guard try db.tableExists("t") else { return (0, "none") }
+    var hasher = SHA256()
+    var count = 0
+    let cursor = try Row.fetchCursor(db, sql: "SELECT * FROM t ORDER BY id")
+    while let row = try cursor.next() {
+        count += 1
+        hasher.update(data: Array(row.description.utf8))
+    }
+    return (count, hasher.finalize().map { String(format: "%02x", $0) }.joined())
+}
+
+/// Inserts rows `first ... last` of about 1 KiB each, made from their ids.
+private func insert(_ db: Database, _ first: Int, _ last: Int) throws {
+    try db.execute(sql: """
+        WITH RECURSIVE r(i) AS (SELECT \(first) UNION ALL SELECT i + 1 FROM r WHERE i < \(last))
+        INSERT INTO t SELECT i, printf('%d %s', i, replace(hex(zeroblob(400)), '0', char(65 + i % 26, 97 + i % 7))) FROM r
+        """)
+}
+
+/// The options of every open here: working copies under the state's own root.
+private func options(_ root: FilePath, recovering: Bool = false, readOnly: Bool = false) -> Document.OpenOptions {
+    var options = Document.OpenOptions()
+    options.createIfMissing = true
+    options.workingDirectory = root.appending("working")
+    options.recovery = recovering ? .recover : .discard
+    options.isReadOnly = readOnly
+    return options
+}
+
+/// The bundle's rows, read-only, after a full verification; `nil` when it is missing.
+private func bundleRows(_ bundle: FilePath, root: FilePath) async throws -> (count: Int, digest: String)? {
+    guard FileManager.default.fileExists(atPath: bundle.string) else { return nil }
+    _ = try BundleReader(at: bundle).verify(full: true, workingDirectory: root)
+    let document = try await Document.open(at: bundle, options: options(root, readOnly: true))
+    let found = try await document.reader.read { db in try rows(db) }
+    try await document.close()
+    return found
+}
+
+/// The rows a writable open with `.recover` finds (the working copy's unsaved commits included).
+private func recoveredRows(_ bundle: FilePath, root: FilePath) async throws -> (count: Int, digest: String) {
+    let document = try await Document.open(at: bundle, options: options(root, recovering: true))
+    let found = try await document.reader.read { db in try rows(db) }
+    try await document.close(savingChanges: false)
+    return found
+}
+
+/// How many states each path checks: all with `CRASH_STATES=all`, a sample otherwise.
+private let sampleSize = ProcessInfo.processInfo.environment["CRASH_STATES"] == "all" ? Int.max
+    : Int(ProcessInfo.processInfo.environment["CRASH_STATES"] ?? "") ?? 40
+
+/// Records `run` under `root`, then materializes each state (a sample of them) and checks it; returns the counts
+/// and the violations.
+private func explore(_ path: String, root: FilePath, watching: [FilePath] = [],
+                     run: (CrashRecorder) async throws -> Void,
+                     check: (CrashState) async throws -> String?) async throws -> [String] {
+    let recorder = try CrashRecorder(root: root)
+    for file in watching { recorder.watch(file) }
+    try await FileIO.observe(recorder) { try await run(recorder) }
+    let states = recorder.states()
+    if ProcessInfo.processInfo.environment["CRASH_STATES_TRACE"] != nil {
+        for (index, operation) in recorder.recorded.enumerated() { print("  \(index): \(operation)") }
+    }
+    let stride = max(1, states.count / max(1, sampleSize))
+    var violations: [String] = []
+    var checked = 0
+    for index in Swift.stride(from: 0, to: states.count, by: stride) {
+        let state = states[index]
+        try state.materialize(at: root)
+        checked += 1
+        do {
+            if let violation = try await check(state) { violations.append("\(state.description): \(violation)") }
+        } catch {
+            violations.append("\(state.description): \(error)")
+        }
+    }
+    print("crash-states: \(path): \(checked) of \(states.count) states checked, \(violations.count) violations, \(recorder.recorded.count) operations recorded")
+    return violations
+}
+
+@Suite("Crash states and injected faults on every write path", .serialized)
+struct CrashStateTests {
+    /// A saved document of `rows` rows at `root/Doc.mdz` (about 0.9 KiB a row).
+    private func makeDocument(_ root: FilePath, rows: Int) async throws -> FilePath {
+        let bundle = root.appending("Doc.mdz")
+        try await Document.withDocument(at: bundle, options: options(root)) { document in
+            try await document.writer.write { db in
+                try db.execute(sql: "CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+                try insert(db, 1, rows)
+            }
+        }
+        return bundle
+    }
+
+    @Test("a save, incremental and full, and the rebase after it: every state recovers every commit, the bundle is whole, old or new",
+          arguments: [true, false])
+    func save(incremental: Bool) async throws {
+        try await withTemporaryDirectory { root in
+            let bundle = try await makeDocument(root, rows: 3000)
+            var open = options(root)
+            open.savesIncrementally = incremental
+            let document = try await Document.open(at: bundle, options: open)
+            let before = try await document.reader.read { db in try rows(db) }
+            try await document.writer.write { db in
+                try db.execute(sql: "UPDATE t SET body = 'changed' WHERE id % 500 = 0")
+                try insert(db, 5001, 5010)
+            }
+            let after = try await document.reader.read { db in try rows(db) }
+            let violations = try await explore(incremental ? "save (incremental) + rebase" : "save (full) + rebase",
+                                               root: root) { recorder in
+                try await document.save()
+                recorder.mark("saved")
+                #expect(document.lastSave?.mode == (incremental ? .incremental : .full), "\(String(describing: document.lastSave))")
+            } check: { state in
+                if try await recoveredRows(bundle, root: root) != after { return "the recovered document lost commits" }
+                guard let saved = try await bundleRows(bundle, root: root) else { return "the bundle is gone" }
+                if state.marks.contains("saved") ? saved != after : (saved != before && saved != after) {
+                    return "the bundle holds \(saved.count) rows, neither the last save nor the one before"
+                }
+                return nil
+            }
+            try await document.close(savingChanges: false)
+            #expect(violations.isEmpty, "\(violations.prefix(5))")
+        }
+    }
+
+    @Test("commits through the overlay: every state holds every acknowledged commit")
+    func commits() async throws {
+        try await withTemporaryDirectory { root in
+            let bundle = try await makeDocument(root, rows: 1500)
+            let document = try await Document.open(at: bundle, options: options(root))
+            let base = try await document.reader.read { db in try rows(db) }
+            let working = try #require(try FileManager.default.subpathsOfDirectory(atPath: root.appending("working").string)
+                .first { $0.hasSuffix("/map") }.map { root.appending("working").appending($0).removingLastComponent() })
+            var expected: [(count: Int, digest: String)] = [base]
+            let violations = try await explore("overlay commits", root: root,
+                                               watching: [working.appending("overlay-journal")]) { recorder in
+                for round in 1...3 {
+                    try await document.writer.write { db in
+                        try db.execute(sql: "UPDATE t SET body = 'round \(round)' WHERE id % \(97 + round) = 0")
+                        try insert(db, 2000 + round * 100, 2000 + round * 100 + 60)
+                        try db.execute(sql: "DELETE FROM t WHERE id BETWEEN \(round * 10) AND \(round * 10 + 5)")
+                    }
+                    expected.append(try await document.reader.read { db in try rows(db) })
+                    recorder.mark("commit \(round)")
+                }
+            } check: { state in
+                let found = try await recoveredRows(bundle, root: root)
+                let acknowledged = state.marks.count
+                guard let index = expected.firstIndex(where: { $0 == found }) else {
+                    return "the recovered rows (\(found.count)) are no commit's"
+                }
+                return index >= acknowledged ? nil : "recovered commit \(index), but \(acknowledged) were acknowledged"
+            }
+            try await document.close(savingChanges: false)
+            #expect(violations.isEmpty, "\(violations.prefix(5))")
+        }
+    }
+
+    @Test("recovery itself, then the close that saves it: every state still holds the unsaved commit")
+    func recovery() async throws {
+        try await withTemporaryDirectory { root in
+            let bundle = try await makeDocument(root, rows: 1200)
+            let before = try await recoveredRows(bundle, root: root)
+            // > A process that commits and dies: its working copy holds the commit, the bundle does not.
+            let document = try await Document.open(at: bundle, options: options(root))
+            try await document.writer.write { db in try insert(db, 9001, 9040) }
+            let after = try await document.reader.read { db in try rows(db) }
+            let crashed = root.appending("crashed")
+            try FileManager.default.copyItem(atPath: root.appending("working").string, toPath: crashed.string)
+            try await document.close(savingChanges: false)
+            try FileManager.default.removeItem(atPath: root.appending("working").string)
+            try FileManager.default.moveItem(atPath: crashed.string, toPath: root.appending("working").string)
+
+            let violations = try await explore("recovery + close", root: root) { recorder in
+                let recovered = try await Document.open(at: bundle, options: options(root, recovering: true))
+                recorder.mark("recovered")
+                try await recovered.close(savingChanges: true)
+                recorder.mark("closed")
+            } check: { state in
+                guard let saved = try await bundleRows(bundle, root: root) else { return "the bundle is gone" }
+                if state.marks.contains("closed") {
+                    return saved == after ? nil : "the close's save is not in the bundle"
+                }
+                if saved == after { return nil }
+                guard saved == before else { return "the bundle is neither save" }
+                return try await recoveredRows(bundle, root: root) == after ? nil : "the unsaved commit is lost"
+            }
+            #expect(violations.isEmpty, "\(violations.prefix(5))")
+        }
+    }
+
+    @Test("a migration's save: every state holds the bundle before or after it, whole", arguments: [false, true])
+    func migrate(large: Bool) async throws {
+        try await withTemporaryDirectory { root in
+            let bundle = try await makeDocument(root, rows: large ? 3000 : 100)
+            let migrations = root.appending("migrations")
+            try FileManager.default.createDirectory(atPath: migrations.string, withIntermediateDirectories: true)
+            try "UPDATE t SET body = 'migrated' WHERE id % 7 = 0; CREATE TABLE tag(name TEXT);\n"
+                .write(toFile: migrations.appending("V1__tags.sql").string, atomically: true, encoding: .utf8)
+            let before = try #require(try await bundleRows(bundle, root: root))
+            let violations = try await explore(large ? "migrate (large)" : "migrate (small)", root: root) { recorder in
+                let applied = try await SQLMigrationFolder(directory: migrations).apply(to: bundle)
+                #expect(applied == ["V1__tags"])
+                recorder.mark("migrated")
+            } check: { state in
+                guard let saved = try await bundleRows(bundle, root: root) else { return "the bundle is gone" }
+                let migrated = saved != before
+                if state.marks.contains("migrated") && !migrated { return "the acknowledged migration is not in the bundle" }
+                if migrated {
+                    let tables = try await Document.withDocument(at: bundle, options: options(root, readOnly: true)) { document in
+                        try await document.reader.read { db in try db.tableExists("tag") }
+                    }
+                    if !tables { return "a bundle with migrated rows but no migrated schema" }
+                }
+                return nil
+            }
+            #expect(violations.isEmpty, "\(violations.prefix(5))")
+        }
+    }
+
+    @Test("a conversion of a store with a -wal, backing it up or deleting it: the source never goes before its bundle is durable",
+          arguments: [LegacyPolicy.backup, .delete])
+    func convert(policy: LegacyPolicy) async throws {
+        try await withTemporaryDirectory { root in
+            let source = root.appending("stores").appending("minimalTime.sqlite")
+            try FileManager.default.createDirectory(atPath: source.removingLastComponent().string, withIntermediateDirectories: true)
+            let samples = FilePath(#filePath).removingLastComponent().removingLastComponent().removingLastComponent()
+                .removingLastComponent().appending("Samples/stores")
+            for suffix in ["", "-wal", "-shm"] {
+                try FileManager.default.copyItem(atPath: samples.appending("minimalTime.sqlite\(suffix)").string,
+                                                 toPath: source.string + suffix)
+            }
+            let expected = try storeRows(source, root: root)
+            let bundle = root.appending("stores").appending("minimalTime.mdz")
+            var conversion = ConversionOptions()
+            conversion.legacyPolicy = policy
+            let violations = try await explore("convert (\(policy))", root: root) { recorder in
+                _ = try LegacyConverter(options: conversion).convert(storeAt: source)
+                recorder.mark("converted")
+            } check: { state in
+                let sourceThere = FileManager.default.fileExists(atPath: source.string)
+                var bundleGood = false
+                var why = "it is missing"
+                if FileManager.default.fileExists(atPath: bundle.string) {
+                    do {
+                        _ = try BundleReader(at: bundle).verify(full: true, workingDirectory: root)
+                        let extracted = root.appending("check.sqlite")
+                        _ = try BundleReader(at: bundle).extractStore(to: extracted)
+                        defer { try? FileManager.default.removeItem(atPath: extracted.string) }
+                        bundleGood = try storeRows(extracted, root: root) == expected
+                        why = "its rows differ"
+                    } catch {
+                        why = "\(error)"
+                    }
+                }
+                if state.marks.contains("converted") && !bundleGood { return "the acknowledged bundle is not whole: \(why)" }
+                if !sourceThere && !bundleGood { return "the source is gone and the bundle is not whole: \(why)" }
+                if sourceThere && !bundleGood, try storeRows(source, root: root) != expected {
+                    return "the source no longer holds its rows"
+                }
+                return nil
+            }
+            #expect(violations.isEmpty, "\(violations.prefix(5))")
+        }
+    }
+
+    /// The rows of every table of a loose store (a copy of it and its sidecars, opened by SQLite, which applies a
+    /// -wal and rolls back a hot journal), as one digest.
+    private func storeRows(_ store: FilePath, root: FilePath) throws -> String {
+        let scratch = root.appending(".scratch-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(atPath: scratch.string, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch.string) }
+        let copy = scratch.appending(store.lastComponent!.string)
+        for suffix in ["", "-wal", "-journal"] where FileManager.default.fileExists(atPath: store.string + suffix) {
+            try FileManager.default.copyItem(atPath: store.string + suffix, toPath: copy.string + suffix)
+        }
+        let queue = try DatabaseQueue(path: copy.string)
+        defer { try? queue.close() }
+        return try queue.read { db in
+            var hasher = SHA256()
+            for table in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name") {
+                let cursor = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.quotedDatabaseIdentifier) ORDER BY rowid")
+                while let row = try cursor.next() { hasher.update(data: Array("\(table):\(row)".utf8)) }
+            }
+            return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        }
+    }
+}

@@ -1,0 +1,412 @@
+import Crypto
+import Foundation
+import ManagedDocument
+import SystemPackage
+
+/// Records every change the library makes under a folder (through ``FileIO``) and builds from them the states a
+/// power cut can leave, in the manner of SQLite's crash-test VFS, ALICE (OSDI '14) and CrashMonkey (OSDI '18).
+///
+/// The persistence model (docs/RELIABILITY.md, "Crash states"):
+/// - A file's bytes and size written since its last `fsync`/`fdatasync` may each be missing after a cut, in any
+///   combination, and the last write to a file may be torn at a 4 KiB page (its first pages there, the rest not).
+/// - A name made, moved or removed in a folder (create, link, rename, unlink, mkdir, rmdir) since that folder's
+///   last `fsync` may be missing, with every later change to names in the same folder (a folder's changes persist
+///   in the order they were made, as journaling file systems commit them); a rename is atomic: the old name or the
+///   new one. A flush of a file does not make its name durable.
+/// - What `fsync`/`fdatasync` returned for, and what a folder's `fsync` returned for, is durable.
+/// - Files written outside the library (SQLite's rollback journal, written through SQLite's own VFS) are taken as
+///   SQLite left them at each of the library's calls: SQLite flushes its journal before it writes the store.
+///
+/// States are taken just before and just after every flush, at every mark the test sets, and at the end; at each
+/// such point: nothing unflushed persisted, everything persisted (what a killed process leaves), everything but
+/// one change (for each of up to `maximumDrops` of them; for a change to names, with the later changes in its
+/// folder), and everything with the last write of each file torn.
+final class CrashRecorder: FileIO.Observer, @unchecked Sendable {  // every field is guarded by `lock`
+    let root: FilePath
+    private let lock = NSLock()
+    private var operations: [Operation] = []
+    private var identities: [FileKey: Int] = [:]
+    private var files = 0
+    /// The names as the process sees them now (files made, linked, renamed and removed through the library).
+    private var currentNames: [String: Int] = [:]
+    private var initialContent: [Int: [UInt8]] = [:]
+    private var initialNames: [String: Int] = [:]
+    private var initialFolders: Set<String> = []
+    private var watched: [FilePath] = []
+    private var watchedContent: [String: [UInt8]?] = [:]
+
+    struct FileKey: Hashable { var device: UInt64; var inode: UInt64 }
+
+    enum Operation {
+        case write(file: Int, offset: Int64, bytes: [UInt8])
+        case truncate(file: Int, size: Int64)
+        case sync(file: Int)
+        case name(String, file: Int)
+        case rename(String, to: String)
+        case unlink(String)
+        case makeFolder(String)
+        case removeFolder(String)
+        case syncFolder(String)
+        case mark(String)
+        /// A file outside the library, as it is now (`nil`: absent).
+        case outside(String, [UInt8]?)
+
+        var isFlush: Bool {
+            switch self {
+            case .sync, .syncFolder: return true
+            default: return false
+            }
+        }
+    }
+
+    /// Starts recording under `root` (its files and folders now are the initial, durable state).
+    init(root: FilePath) throws {
+        self.root = root
+        try snapshot(root, relative: "")
+    }
+
+    private func snapshot(_ folder: FilePath, relative: String) throws {
+        for name in try FileManager.default.contentsOfDirectory(atPath: folder.string).sorted() {
+            let path = folder.appending(name)
+            let key = relative.isEmpty ? name : relative + "/" + name
+            var info = stat()
+            guard lstat(path.string, &info) == 0 else { continue }
+            if info.st_mode & S_IFMT == S_IFDIR {
+                initialFolders.insert(key)
+                try snapshot(path, relative: key)
+            } else if info.st_mode & S_IFMT == S_IFREG {
+                let id = identity(FileKey(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
+                initialContent[id] = Array(try Data(contentsOf: URL(fileURLWithPath: path.string)))
+                initialNames[key] = id
+                currentNames[key] = id
+            }
+        }
+    }
+
+    /// Files written outside the library (SQLite's journal) to take as they are at each of the library's calls.
+    func watch(_ path: FilePath) { lock.withLock { watched.append(path) } }
+
+    /// Marks this point: a state is taken here, and `label` tells the checker what was acknowledged. The files
+    /// written outside the library are taken as they are now (SQLite deletes its journal after the last call of
+    /// the library's in a commit).
+    func mark(_ label: String) {
+        lock.withLock {
+            takeOutside()
+            operations.append(.mark(label))
+        }
+    }
+
+    /// Appends the watched files' content where it changed since it was last taken (the lock held).
+    private func takeOutside() {
+        for file in watched {
+            guard let name = relative(file) else { continue }
+            let now = (try? Data(contentsOf: URL(fileURLWithPath: file.string))).map { Array($0) }
+            if watchedContent[name] != .some(now) {
+                watchedContent[name] = .some(now)
+                operations.append(.outside(name, now))
+            }
+        }
+    }
+
+    private func identity(_ key: FileKey) -> Int {
+        if let id = identities[key] { return id }
+        return newIdentity(key)
+    }
+
+    /// A new file for `key`: an inode number is used again once its file is gone (SQLite removes its own files
+    /// outside the library), so a file made now is never taken for one seen before.
+    private func newIdentity(_ key: FileKey) -> Int {
+        let id = files
+        files += 1
+        identities[key] = id
+        return id
+    }
+
+    private func relative(_ path: FilePath?) -> String? {
+        guard let path, path.starts(with: root), path != root else { return nil }
+        return path.components.dropFirst(root.components.count).map(\.string).joined(separator: "/")
+    }
+
+    private func key(of descriptor: FileDescriptor) -> FileKey? {
+        var info = stat()
+        guard fstat(descriptor.rawValue, &info) == 0 else { return nil }
+        return FileKey(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    }
+
+    private func key(of path: FilePath) -> FileKey? {
+        var info = stat()
+        guard lstat(path.string, &info) == 0 else { return nil }
+        return FileKey(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    }
+
+    func willPerform(_ event: FileIO.Event) throws {}
+
+    func didPerform(_ event: FileIO.Event) {
+        lock.withLock {
+            let path = relative(event.path), destination = relative(event.destination)
+            switch event.kind {
+            case .write:
+                guard path != nil, let descriptor = event.descriptor, let key = key(of: descriptor),
+                      let bytes = event.bytes else { return }
+                operations.append(.write(file: identity(key), offset: event.offset, bytes: Array(bytes)))
+            case .truncate:
+                guard path != nil, let descriptor = event.descriptor, let key = key(of: descriptor) else { return }
+                operations.append(.truncate(file: identity(key), size: event.size))
+            case .sync, .dataSync:
+                guard path != nil, let descriptor = event.descriptor, let key = key(of: descriptor) else { return }
+                operations.append(.sync(file: identity(key)))
+            case .create:
+                guard let path, let key = key(of: event.path) else { return }
+                guard currentNames[path] == nil || currentNames[path] != identities[key] else { return }
+                let id = newIdentity(key)
+                currentNames[path] = id
+                operations.append(.name(path, file: id))
+            case .link:
+                guard let destination, let target = event.destination, let key = key(of: target) else { return }
+                // > An unnamed file (O_TMPFILE) is new; a named one is the file under its name.
+                let id = event.descriptor != nil ? newIdentity(key) : (path.flatMap { currentNames[$0] } ?? identity(key))
+                currentNames[destination] = id
+                operations.append(.name(destination, file: id))
+            case .rename:
+                guard let path, let destination else { return }
+                currentNames[destination] = currentNames[path]
+                currentNames[path] = nil
+                operations.append(.rename(path, to: destination))
+            case .unlink:
+                guard let path else { return }
+                currentNames[path] = nil
+                operations.append(.unlink(path))
+            case .makeDirectory:
+                guard let path else { return }
+                operations.append(.makeFolder(path))
+            case .removeDirectory:
+                guard let path else { return }
+                operations.append(.removeFolder(path))
+            case .syncDirectory:
+                guard let path = path ?? (event.path == root ? "" : nil) else { return }
+                operations.append(.syncFolder(path))
+            }
+            takeOutside()
+        }
+    }
+
+    /// The recorded operations, for the tests' own checks.
+    var recorded: [Operation] { lock.withLock { operations } }
+}
+
+/// A state a power cut can leave: every file's bytes and every folder's names.
+struct CrashState {
+    var folders: Set<String>
+    var files: [String: [UInt8]]
+    /// The marks set before the point it was taken at.
+    var marks: [String]
+    /// Where it was taken (the operation's index) and how (for failure messages).
+    var description: String
+
+    /// A digest of the content, to count and check each distinct state once.
+    var digest: String {
+        var hasher = SHA256()
+        for folder in folders.sorted() { hasher.update(data: Array("d:\(folder)\n".utf8)) }
+        for (name, bytes) in files.sorted(by: { $0.key < $1.key }) {
+            hasher.update(data: Array("f:\(name):\(bytes.count)\n".utf8))
+            hasher.update(data: bytes)
+        }
+        hasher.update(data: Array(marks.joined(separator: ",").utf8))
+        return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Replaces everything under `root` with this state.
+    func materialize(at root: FilePath) throws {
+        for name in try FileManager.default.contentsOfDirectory(atPath: root.string) {
+            try FileManager.default.removeItem(atPath: root.appending(name).string)
+        }
+        for folder in folders.sorted() {
+            try FileManager.default.createDirectory(atPath: root.appending(folder).string, withIntermediateDirectories: true)
+        }
+        for (name, bytes) in files {
+            let path = root.appending(name)
+            try FileManager.default.createDirectory(atPath: path.removingLastComponent().string,
+                                                    withIntermediateDirectories: true)
+            try Data(bytes).write(to: URL(fileURLWithPath: path.string))
+        }
+    }
+}
+
+extension CrashRecorder {
+    /// Every distinct state a power cut can leave during the recording (see the type's persistence model).
+    func states(maximumDrops: Int = 12) -> [CrashState] {
+        let (operations, content, names, folders) = lock.withLock { (self.operations, initialContent, initialNames, initialFolders) }
+        var builder = StateBuilder(content: content, names: names, folders: folders)
+        var states: [String: CrashState] = [:]
+        func take(_ index: Int) {
+            for state in builder.variants(at: index, maximumDrops: maximumDrops) where states[state.digest] == nil {
+                states[state.digest] = state
+            }
+        }
+        for (index, operation) in operations.enumerated() {
+            if operation.isFlush { take(index) }
+            builder.apply(operation, index: index)
+            if operation.isFlush { take(index + 1) }
+            if case .mark = operation { take(index + 1) }
+        }
+        take(operations.count)
+        return states.values.sorted { $0.description < $1.description }
+    }
+}
+
+/// Replays recorded operations, keeping what is durable apart from what is not yet.
+private struct StateBuilder {
+    var durableContent: [Int: [UInt8]]
+    var durableNames: [String: Int]
+    var durableFolders: Set<String>
+    /// Changes to each file not yet flushed, in order (operation index, operation).
+    var pendingData: [Int: [(Int, CrashRecorder.Operation)]] = [:]
+    /// Changes to names not yet flushed, in order.
+    var pendingNames: [(Int, CrashRecorder.Operation)] = []
+    var outside: [String: [UInt8]?] = [:]
+    var marks: [String] = []
+
+    init(content: [Int: [UInt8]], names: [String: Int], folders: Set<String>) {
+        durableContent = content
+        durableNames = names
+        durableFolders = folders
+    }
+
+    mutating func apply(_ operation: CrashRecorder.Operation, index: Int) {
+        switch operation {
+        case .write(let file, _, _), .truncate(let file, _):
+            pendingData[file, default: []].append((index, operation))
+        case .sync(let file):
+            durableContent[file] = Self.content(durableContent[file] ?? [], pendingData[file] ?? [])
+            pendingData[file] = nil
+        case .name, .rename, .unlink, .makeFolder, .removeFolder:
+            pendingNames.append((index, operation))
+        case .syncFolder(let folder):
+            var kept: [(Int, CrashRecorder.Operation)] = []
+            for change in pendingNames {
+                if Self.folders(of: change.1).contains(folder) {
+                    Self.applyName(change.1, to: &durableNames, folders: &durableFolders)
+                } else {
+                    kept.append(change)
+                }
+            }
+            pendingNames = kept
+        case .mark(let label):
+            marks.append(label)
+        case .outside(let name, let bytes):
+            outside[name] = .some(bytes)
+        }
+    }
+
+    /// The states at this point: nothing pending persisted, all of it, all but one change, the last writes torn.
+    func variants(at index: Int, maximumDrops: Int) -> [CrashState] {
+        let pending = (pendingData.values.flatMap { $0 } + pendingNames).sorted { $0.0 < $1.0 }.map(\.0)
+        var states = [state(keeping: { _ in true }, torn: [], "after \(index): all"),
+                      state(keeping: { _ in false }, torn: [], "after \(index): none")]
+        let step = max(1, pending.count / max(1, maximumDrops))
+        for dropped in stride(from: 0, to: pending.count, by: step) {
+            let operation = pending[dropped]
+            var gone: Set<Int> = [operation]
+            if let change = pendingNames.first(where: { $0.0 == operation }) {
+                // > A folder's later changes to names go with it.
+                let folders = Set(Self.folders(of: change.1))
+                for later in pendingNames where later.0 > operation && !folders.isDisjoint(with: Self.folders(of: later.1)) {
+                    gone.insert(later.0)
+                }
+            }
+            states.append(state(keeping: { !gone.contains($0) }, torn: [], "after \(index): all but \(operation)"))
+        }
+        let lastWrites = Set(pendingData.values.compactMap { changes in
+            changes.last(where: { if case .write = $0.1 { return true } else { return false } })?.0
+        })
+        if !lastWrites.isEmpty {
+            states.append(state(keeping: { _ in true }, torn: lastWrites, "after \(index): last writes torn"))
+        }
+        return states
+    }
+
+    private func state(keeping isKept: (Int) -> Bool, torn: Set<Int>, _ description: String) -> CrashState {
+        var names = durableNames
+        var folders = durableFolders
+        for (index, change) in pendingNames where isKept(index) {
+            Self.applyName(change, to: &names, folders: &folders)
+        }
+        // > A name lives only while every folder above it does.
+        func isReachable(_ name: String) -> Bool {
+            var parts = name.split(separator: "/").dropLast()
+            while !parts.isEmpty {
+                guard folders.contains(parts.joined(separator: "/")) else { return false }
+                parts = parts.dropLast()
+            }
+            return true
+        }
+        folders = folders.filter(isReachable)
+        var files: [String: [UInt8]] = [:]
+        for (name, file) in names where isReachable(name) {
+            let changes = (pendingData[file] ?? []).filter { isKept($0.0) }.map { change -> (Int, CrashRecorder.Operation) in
+                guard torn.contains(change.0), case .write(let id, let offset, let bytes) = change.1 else { return change }
+                // > Torn at a page: the first pages of the write reached the disk, the rest did not.
+                let page = 4096
+                let kept = max(0, min(bytes.count, (bytes.count / 2 / page) * page))
+                return (change.0, .write(file: id, offset: offset, bytes: Array(bytes.prefix(kept))))
+            }
+            files[name] = Self.content(durableContent[file] ?? [], changes)
+        }
+        for (name, bytes) in outside {
+            let folder = name.split(separator: "/").dropLast().joined(separator: "/")
+            if let bytes, folder.isEmpty || folders.contains(folder) { files[name] = bytes } else { files[name] = nil }
+        }
+        return CrashState(folders: folders, files: files, marks: marks, description: description)
+    }
+
+    private static func content(_ base: [UInt8], _ changes: [(Int, CrashRecorder.Operation)]) -> [UInt8] {
+        var bytes = base
+        for (_, change) in changes {
+            switch change {
+            case .write(_, let offset, let data):
+                let end = Int(offset) + data.count
+                if bytes.count < end { bytes += [UInt8](repeating: 0, count: end - bytes.count) }
+                bytes.replaceSubrange(Int(offset)..<end, with: data)
+            case .truncate(_, let size):
+                if bytes.count > Int(size) { bytes.removeLast(bytes.count - Int(size)) } else {
+                    bytes += [UInt8](repeating: 0, count: Int(size) - bytes.count)
+                }
+            default: break
+            }
+        }
+        return bytes
+    }
+
+    /// The folders whose flush makes a change to names durable.
+    private static func folders(of change: CrashRecorder.Operation) -> [String] {
+        func parent(_ path: String) -> String { path.split(separator: "/").dropLast().joined(separator: "/") }
+        switch change {
+        case .name(let path, _), .unlink(let path), .makeFolder(let path), .removeFolder(let path): return [parent(path)]
+        case .rename(let from, let to): return [parent(from), parent(to)]
+        default: return []
+        }
+    }
+
+    private static func applyName(_ change: CrashRecorder.Operation, to names: inout [String: Int],
+                                  folders: inout Set<String>) {
+        switch change {
+        case .name(let path, let file): names[path] = file
+        case .rename(let from, let to):
+            if let file = names[from] {
+                names[to] = file
+                names[from] = nil
+            } else if folders.contains(from) {
+                folders.remove(from)
+                folders.insert(to)
+                for (name, file) in names where name.hasPrefix(from + "/") {
+                    names[name] = nil
+                    names[to + name.dropFirst(from.count)] = file
+                }
+            }
+        case .unlink(let path): names[path] = nil
+        case .makeFolder(let path): folders.insert(path)
+        case .removeFolder(let path): folders.remove(path)
+        default: break
+        }
+    }
+}

@@ -158,8 +158,8 @@ extension Document {
     /// Lays the overlay over the bundle a save just put in place (`identity`, taken after the rename), emptied: what
     /// SQLite sees is unchanged, since that bundle holds it. When the file there is not that one any more, or
     /// cannot be served in place, the overlay stays over its old base (still open, still right), and the next save
-    /// is full; a failed reset is logged (the store is then unwritable until opened again, and recovery finds the
-    /// saved bundle).
+    /// is full; a reset that failed before its new map was in place is logged, and leaves the overlay over its old
+    /// base too (recovery finds the saved bundle by the pending-base record).
     private func rebase(_ overlay: OverlayStore, onto identity: FileIdentity?) {
         do {
             let reader = try BundleReader(at: path, limits: options.limits)

@@ -304,3 +304,99 @@ struct CrashStateTests {
         }
     }
 }
+
+/// Fails the `failing`th change the library makes under `root` with `error`, as the system would; counts them all.
+private final class FaultInjector: FileIO.Observer, @unchecked Sendable {  // every field is guarded by `lock`
+    let root: FilePath
+    let failing: Int
+    let error: Errno
+    private let lock = NSLock()
+    private var seen = 0
+    private(set) var failed: FileIO.Event.Kind?
+
+    init(root: FilePath, failing: Int, error: Errno) {
+        self.root = root
+        self.failing = failing
+        self.error = error
+    }
+
+    var count: Int { lock.withLock { seen } }
+    var injected: FileIO.Event.Kind? { lock.withLock { failed } }
+
+    func willPerform(_ event: FileIO.Event) throws {
+        guard event.path.starts(with: root) || event.destination?.starts(with: root) == true else { return }
+        try lock.withLock {
+            seen += 1
+            if seen == failing {
+                failed = event.kind
+                throw error
+            }
+        }
+    }
+
+    func didPerform(_ event: FileIO.Event) {}
+}
+
+extension CrashStateTests {
+    @Test("every step of a save and its rebase failed in turn with ENOSPC, EIO and EMFILE: the document stays usable or says it is not, and a reopen recovers every commit",
+          arguments: [true, false])
+    func faults(large: Bool) async throws {
+        try await withTemporaryDirectory { folder in
+            let template = folder.appending("template")
+            try FileManager.default.createDirectory(atPath: template.string, withIntermediateDirectories: true)
+            _ = try await makeDocument(template, rows: large ? 1500 : 200)
+            // > A save without faults, counted: every one of its changes is failed in turn below.
+            let steps = try await faultCase(folder.appending("count"), template: template, failing: Int.max, error: .ioError).steps
+            #expect(steps > 10, "a save makes \(steps) changes")
+            var outcomes: [String: Int] = [:]
+            // > CI fails each step with one of the three errors in turn; FAULTS=all (scripts/crash-states.sh) with each.
+            let errors = [Errno.noSpace, .ioError, .tooManyOpenFiles]
+            let every = ProcessInfo.processInfo.environment["FAULTS"] == "all"
+            for step in 1...steps {
+                for error in every ? errors : [errors[step % errors.count]] {
+                    let outcome = try await faultCase(folder.appending("case-\(step)-\(error.rawValue)"), template: template,
+                                                      failing: step, error: error)
+                    outcomes[outcome.summary, default: 0] += 1
+                }
+            }
+            print("faults (\(large ? "large" : "small")): \(steps) steps × \(every ? 3 : 1) errors: \(outcomes.sorted { $0.key < $1.key })")
+        }
+    }
+
+    /// Copies the template, opens it, commits, saves with the `failing`th change failed, then goes on as an app would
+    /// (another commit and save, a close) and reopens: every acknowledged commit must be there.
+    private func faultCase(_ root: FilePath, template: FilePath, failing: Int, error: Errno) async throws
+        -> (steps: Int, summary: String) {
+        try FileManager.default.copyItem(atPath: template.string, toPath: root.string)
+        defer { try? FileManager.default.removeItem(atPath: root.string) }  // Squash cleanup error of a scratch folder.
+        let bundle = root.appending("Doc.mdz")
+        let document = try await Document.open(at: bundle, options: options(root))
+        try await document.writer.write { db in try insert(db, 7001, 7020) }
+        let first = try await document.reader.read { db in try rows(db) }
+        let injector = FaultInjector(root: root, failing: failing, error: error)
+        var saveError: DocumentError?
+        await FileIO.observe(injector) {
+            do { try await document.save() } catch { saveError = error as? DocumentError }
+        }
+        let context = "step \(failing) (\(injector.injected.map { "\($0)" } ?? "none")) failed with \(error)"
+        if saveError == nil && failing != Int.max, let injected = injector.injected {
+            // > A failure after the rename (the rebase, a retired file) leaves a saved document.
+            let saved = try await bundleRows(bundle, root: root)
+            #expect(saved.map { $0 == first } == true, "\(context): the save succeeded, the bundle differs (\(injected))")
+        }
+        // > The app goes on: another commit, another save; each works or says why not.
+        var acknowledged = first
+        do {
+            try await document.writer.write { db in try insert(db, 8001, 8005) }
+            acknowledged = try await document.reader.read { db in try rows(db) }
+            try await document.save()
+        } catch {
+            Issue.record("\(context): the document is not usable after the failed save (\(error))")
+        }
+        try? await document.close(savingChanges: false)  // Squash: the reopen checks what counts
+        let recovered = try await recoveredRows(bundle, root: root)
+        #expect(recovered == acknowledged, "\(context): the reopen has \(recovered.count) rows, \(acknowledged.count) were committed (save said: \(saveError.map { "\($0)" } ?? "saved"))")
+        _ = try BundleReader(at: bundle).verify(full: true, workingDirectory: root)
+        return (injector.count, saveError == nil ? "saved" : "failed: \(saveError!.code)")
+    }
+}

@@ -72,9 +72,6 @@ final class OverlayStore: StoreSource {
         var needsFolderSync = false
         /// Whether SQLite holds the store open.
         var isAttached = false
-        /// Why nothing more is written: a reset failed once the new map was in place, so the files no longer
-        /// describe the state in memory. Reads go on; writes fail until the working copy is opened again.
-        var isBroken: DocumentError?
         /// Called in `xSync` once `overlay` is flushed, before the record is appended (tests only).
         var afterOverlaySync: (@Sendable () -> Void)?
         /// The most blocks one record names (``defaultPagesPerRecord``; fewer in tests).
@@ -123,10 +120,10 @@ extension OverlayStore {
         }
         let header = OverlayMap.Header(pageSize: pageSize, baseIdentity: baseIdentity, baseDigest: baseDigest,
                                        baseSize: base.size)
-        var isMapReplaced = false
-        let files = try replaceFiles(in: folder, header: header, isMapReplaced: &isMapReplaced)
-        try? files.overlay.close()  // Squash close errors: both were flushed; open reads them again.
+        let files = try replaceFiles(in: folder, header: header)
+        try? files.overlay?.close()  // Squash close errors: both were flushed; open reads them again.
         try? files.map.close()
+        if let failure = files.failure { throw failure }
         return try open(folder: folder, base: base, expectedDigest: baseDigest)
     }
 
@@ -194,12 +191,21 @@ extension OverlayStore {
                      hasPendingBase: parsed.hasPendingBase)
     }
 
+    /// What ``replaceFiles(in:header:)`` put in place, once the new map was: the map, open; the new overlay, open,
+    /// when its rename was done too (`nil`: the old `overlay` is still under the name, unseen by the new map);
+    /// and why the rest failed (the overlay's rename, or the folder's flush).
+    private struct Replacement {
+        let map: FileDescriptor
+        let mapLength: Int64
+        let overlay: FileDescriptor?
+        let failure: DocumentError?
+    }
+
     /// Writes an empty overlay and a map of `header` alone aside, flushes them, and renames them into place: the
     /// map first (from then on, it names no page: whatever `overlay` holds is unseen), then the overlay; then
-    /// flushes the folder. Returns the new files, open; `isMapReplaced` says, when it throws, whether the new map was
-    /// renamed into place already.
-    private static func replaceFiles(in folder: FilePath, header: OverlayMap.Header, isMapReplaced: inout Bool) throws
-        -> (overlay: FileDescriptor, map: FileDescriptor, mapLength: Int64) {
+    /// flushes the folder. Throws when it fails before the map's rename (nothing replaced, the files aside
+    /// removed); once the map is in place, returns what is, with the failure of what followed.
+    private static func replaceFiles(in folder: FilePath, header: OverlayMap.Header) throws -> Replacement {
         let suffix = FileSystem.randomSuffix()
         let overlayAside = folder.appending(".\(overlayName).\(suffix).partial")
         let mapAside = folder.appending(".\(mapName).\(suffix).partial")
@@ -212,10 +218,19 @@ extension OverlayStore {
                 try FileSystem.sync(map, path: mapAside)
                 try FileSystem.sync(overlay, path: overlayAside)
                 try FileSystem.rename(mapAside, to: folder.appending(mapName))
-                isMapReplaced = true
-                try FileSystem.rename(overlayAside, to: folder.appending(overlayName))
-                try FileSystem.syncDirectory(folder)
-                return (overlay, map, Int64(bytes.count))
+                do {
+                    try FileSystem.rename(overlayAside, to: folder.appending(overlayName))
+                } catch let error as DocumentError {
+                    try? overlay.close()  // Squash cleanup errors: the old overlay stays under its name.
+                    try? FileSystem.removeFile(overlayAside)
+                    return Replacement(map: map, mapLength: Int64(bytes.count), overlay: nil, failure: error)
+                }
+                do {
+                    try FileSystem.syncDirectory(folder)
+                } catch let error as DocumentError {
+                    return Replacement(map: map, mapLength: Int64(bytes.count), overlay: overlay, failure: error)
+                }
+                return Replacement(map: map, mapLength: Int64(bytes.count), overlay: overlay, failure: nil)
             } catch {
                 try? map.close()  // Squash close error and throw the first one.
                 try? FileSystem.removeFile(mapAside)
@@ -234,26 +249,23 @@ extension OverlayStore {
     /// Call it between transactions, once `newBase` holds what SQLite sees now (a save's new bundle): SQLite's cache
     /// stays valid, since every page reads the same.
     ///
-    /// - Throws: I/O errors. The overlay and base are then unchanged, unless the new map was in place already: it
-    ///   names the new base with no page (what recovery reads then is the new base alone), and every later write
-    ///   fails until the working copy is opened again.
+    /// Once the new map is in place the switch is made, whatever fails after it: the new map names no page, so
+    /// the overlay file under the name `overlay` (the new one, or the old one when its rename failed) is unseen
+    /// until written again; a folder flush that failed is done again by the next `xSync` before that returns, so
+    /// no commit is acknowledged on a map whose name may not be durable. The store stays writable.
+    ///
+    /// - Throws: I/O errors before the new map was in place: the overlay and base are then unchanged (a save's
+    ///   pending-base record tells recovery which bundle holds their content).
     func reset(newBase: any StoreSource, identity: OverlayMap.BaseIdentity, digest: String) throws {
         let header = OverlayMap.Header(pageSize: pageSize, baseIdentity: identity, baseDigest: digest,
                                        baseSize: newBase.size)
         try state.withLock { state in
-            var isMapReplaced = false
-            let files: (overlay: FileDescriptor, map: FileDescriptor, mapLength: Int64)
-            do {
-                files = try Self.replaceFiles(in: folder, header: header, isMapReplaced: &isMapReplaced)
-            } catch let error as DocumentError {
-                if isMapReplaced { state.isBroken = error }
-                throw error
-            }
+            let files = try Self.replaceFiles(in: folder, header: header)
             // > The old files and base are closed off the caller's path: the old bundle, replaced by a save,
             // > frees its blocks as its last descriptor closes.
-            FileSystem.retire([state.overlay, state.map], [state.base])
+            FileSystem.retire(files.overlay == nil ? [state.map] : [state.overlay, state.map], [state.base])
             state.base = newBase
-            state.overlay = files.overlay
+            state.overlay = files.overlay ?? state.overlay
             state.map = files.map
             state.mapLength = files.mapLength
             state.sequence = 0
@@ -267,7 +279,7 @@ extension OverlayStore {
             state.awaitsChange = false
             state.header = header
             state.hasPendingBase = false
-            state.needsFolderSync = false
+            state.needsFolderSync = files.failure != nil
         }
     }
 }
@@ -282,7 +294,6 @@ extension OverlayStore {
     /// - Throws: I/O errors (the record is then cut off again); the store's own failure once it is unwritable.
     func appendPendingBase(digest: String) throws {
         try state.withLock { state in
-            if let broken = state.isBroken { throw broken }
             try Self.sync(&state, self)
             let record = OverlayMap.Record(sequence: state.sequence + 1, logicalSize: state.logicalSize,
                                            baseLimit: state.baseLimit, pages: [], pendingBase: digest)
@@ -439,7 +450,6 @@ extension OverlayStore {
     func sqliteWrite(_ buffer: UnsafeRawPointer, count: Int, at offset: Int64) -> Int32 {
         do {
             try state.withLock { state in
-                if let broken = state.isBroken { throw broken }
                 try Self.write(&state, buffer, count: count, at: offset, self)
             }
             return SQLITE_OK
@@ -454,7 +464,6 @@ extension OverlayStore {
     func sqliteTruncate(_ size: Int64) -> Int32 {
         do {
             try state.withLock { state in
-                if let broken = state.isBroken { throw broken }
                 guard size < state.logicalSize else {
                     state.logicalSize = size
                     return
@@ -484,7 +493,6 @@ extension OverlayStore {
     func sqliteSync() -> Int32 {
         do {
             try state.withLock { state in
-                if let broken = state.isBroken { throw broken }
                 try Self.sync(&state, self)
             }
             return SQLITE_OK

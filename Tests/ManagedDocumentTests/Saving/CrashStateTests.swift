@@ -65,6 +65,12 @@ private func recoveredRows(_ bundle: FilePath, root: FilePath) async throws -> (
 /// How many states each path checks: all with `CRASH_STATES=all`, a sample otherwise.
 private let sampleSize = ProcessInfo.processInfo.environment["CRASH_STATES"] == "all" ? Int.max
     : Int(ProcessInfo.processInfo.environment["CRASH_STATES"] ?? "") ?? 40
+/// How much each path does (commits, saves): `CRASH_SCALE` times the CI's.
+private let scale = max(1, Int(ProcessInfo.processInfo.environment["CRASH_SCALE"] ?? "") ?? 1)
+/// How many single changes a state leaves out at each point: `CRASH_DROPS` (`all`: every one), 12 otherwise.
+private let drops = ProcessInfo.processInfo.environment["CRASH_DROPS"] == "all" ? Int.max
+    : Int(ProcessInfo.processInfo.environment["CRASH_DROPS"] ?? "") ?? 12
+
 
 /// Records `run` under `root`, then materializes each state (a sample of them) and checks it; returns the counts
 /// and the violations.
@@ -74,7 +80,7 @@ private func explore(_ path: String, root: FilePath, watching: [FilePath] = [],
     let recorder = try CrashRecorder(root: root)
     for file in watching { recorder.watch(file) }
     try await FileIO.observe(recorder) { try await run(recorder) }
-    let states = recorder.states()
+    let states = recorder.states(maximumDrops: drops)
     if ProcessInfo.processInfo.environment["CRASH_STATES_TRACE"] != nil {
         for (index, operation) in recorder.recorded.enumerated() { print("  \(index): \(operation)") }
     }
@@ -117,22 +123,39 @@ struct CrashStateTests {
             var open = options(root)
             open.savesIncrementally = incremental
             let document = try await Document.open(at: bundle, options: open)
-            let before = try await document.reader.read { db in try rows(db) }
-            try await document.writer.write { db in
-                try db.execute(sql: "UPDATE t SET body = 'changed' WHERE id % 500 = 0")
-                try insert(db, 5001, 5010)
+            // > Each cycle: a commit (marked), then a save (marked); the last cycle's commit is made before recording.
+            var versions = [try await document.reader.read { db in try rows(db) }]
+            func commit(_ cycle: Int) async throws {
+                try await document.writer.write { db in
+                    try db.execute(sql: "UPDATE t SET body = 'changed \(cycle)' WHERE id % \(500 - cycle) = 0")
+                    try insert(db, 5001 + cycle * 10, 5010 + cycle * 10)
+                }
+                versions.append(try await document.reader.read { db in try rows(db) })
             }
-            let after = try await document.reader.read { db in try rows(db) }
+            try await commit(0)
             let violations = try await explore(incremental ? "save (incremental) + rebase" : "save (full) + rebase",
                                                root: root) { recorder in
-                try await document.save()
-                recorder.mark("saved")
-                #expect(document.lastSave?.mode == (incremental ? .incremental : .full), "\(String(describing: document.lastSave))")
+                for cycle in 0..<scale {
+                    if cycle > 0 {
+                        try await commit(cycle)
+                        recorder.mark("commit")
+                    }
+                    try await document.save()
+                    recorder.mark("saved")
+                    #expect(document.lastSave?.mode == (incremental ? .incremental : .full), "\(String(describing: document.lastSave))")
+                }
             } check: { state in
-                if try await recoveredRows(bundle, root: root) != after { return "the recovered document lost commits" }
+                // > Versions: 0 the bundle at first, n after commit n - 1; a save makes the latest one the bundle's.
+                let committed = 1 + state.marks.filter { $0 == "commit" }.count
+                let lastSave = state.marks.lastIndex(of: "saved")
+                let savedVersion = lastSave.map { 1 + state.marks[..<$0].filter { $0 == "commit" }.count } ?? 0
+                let recovered = try await recoveredRows(bundle, root: root)
+                guard let version = versions.firstIndex(where: { $0 == recovered }), version >= committed else {
+                    return "the recovered document lost commits (\(committed) acknowledged)"
+                }
                 guard let saved = try await bundleRows(bundle, root: root) else { return "the bundle is gone" }
-                if state.marks.contains("saved") ? saved != after : (saved != before && saved != after) {
-                    return "the bundle holds \(saved.count) rows, neither the last save nor the one before"
+                guard let bundled = versions.firstIndex(where: { $0 == saved }), bundled == savedVersion || bundled == committed else {
+                    return "the bundle holds \(saved.count) rows, no version between the last save and the last commit"
                 }
                 return nil
             }
@@ -152,7 +175,7 @@ struct CrashStateTests {
             var expected: [(count: Int, digest: String)] = [base]
             let violations = try await explore("overlay commits", root: root,
                                                watching: [working.appending("overlay-journal")]) { recorder in
-                for round in 1...3 {
+                for round in 1...(3 * scale) {
                     try await document.writer.write { db in
                         try db.execute(sql: "UPDATE t SET body = 'round \(round)' WHERE id % \(97 + round) = 0")
                         try insert(db, 2000 + round * 100, 2000 + round * 100 + 60)
@@ -256,30 +279,78 @@ struct CrashStateTests {
                 _ = try LegacyConverter(options: conversion).convert(storeAt: source)
                 recorder.mark("converted")
             } check: { state in
-                let sourceThere = FileManager.default.fileExists(atPath: source.string)
-                var bundleGood = false
-                var why = "it is missing"
-                if FileManager.default.fileExists(atPath: bundle.string) {
-                    do {
-                        _ = try BundleReader(at: bundle).verify(full: true, workingDirectory: root)
-                        let extracted = root.appending("check.sqlite")
-                        _ = try BundleReader(at: bundle).extractStore(to: extracted)
-                        defer { try? FileManager.default.removeItem(atPath: extracted.string) }
-                        bundleGood = try storeRows(extracted, root: root) == expected
-                        why = "its rows differ"
-                    } catch {
-                        why = "\(error)"
-                    }
+                try conversionViolation(source: source, bundle: bundle, expected: expected, root: root,
+                                        acknowledged: state.marks.contains("converted"))
+            }
+            #expect(violations.isEmpty, "\(violations.prefix(5))")
+        }
+    }
+
+    @Test("a batch of stores with a -wal and a hot -journal, deleted once converted: no source goes before its bundle is durable")
+    func batch() async throws {
+        try await withTemporaryDirectory { root in
+            let samples = FilePath(#filePath).removingLastComponent().removingLastComponent().removingLastComponent()
+                .removingLastComponent().appending("Samples/stores")
+            let tree = root.appending("tree")
+            var stores: [(source: FilePath, bundle: FilePath, expected: String)] = []
+            for (folder, name, suffixes) in [("a", "minimalTime", ["", "-wal", "-shm"]), ("b", "Ledger", ["", "-journal"]),
+                                             ("c", "TasteB", [""])] {
+                let source = tree.appending(folder).appending("\(name).sqlite")
+                try FileManager.default.createDirectory(atPath: source.removingLastComponent().string,
+                                                        withIntermediateDirectories: true)
+                for suffix in suffixes {
+                    try FileManager.default.copyItem(atPath: samples.appending("\(name).sqlite\(suffix)").string,
+                                                     toPath: source.string + suffix)
                 }
-                if state.marks.contains("converted") && !bundleGood { return "the acknowledged bundle is not whole: \(why)" }
-                if !sourceThere && !bundleGood { return "the source is gone and the bundle is not whole: \(why)" }
-                if sourceThere && !bundleGood, try storeRows(source, root: root) != expected {
-                    return "the source no longer holds its rows"
+                stores.append((source, source.removingLastComponent().appending("\(name).mdz"),
+                               try storeRows(source, root: root)))
+            }
+            var options = BatchOptions()
+            options.jobs = 1
+            options.conversion.legacyPolicy = .delete
+            let violations = try await explore("batch (3 stores)", root: root) { recorder in
+                let summary = try await BatchConverter(root: tree, options: options).run { _ in }
+                #expect(!summary.hasProblems && summary.count(.converted) == 3, "\(summary)")
+                recorder.mark("done")
+            } check: { state in
+                for store in stores {
+                    if let violation = try conversionViolation(source: store.source, bundle: store.bundle,
+                                                               expected: store.expected, root: root,
+                                                               acknowledged: state.marks.contains("done")) {
+                        return "\(store.source.lastComponent!): \(violation)"
+                    }
                 }
                 return nil
             }
             #expect(violations.isEmpty, "\(violations.prefix(5))")
         }
+    }
+
+    /// What is wrong with a state of a conversion of `source` into `bundle`: the source gone while the bundle is not
+    /// whole (every row of `expected`), the source changed, or an acknowledged bundle not whole; `nil` when right.
+    private func conversionViolation(source: FilePath, bundle: FilePath, expected: String, root: FilePath,
+                                     acknowledged: Bool) throws -> String? {
+        let sourceThere = FileManager.default.fileExists(atPath: source.string)
+        var bundleGood = false
+        var why = "it is missing"
+        if FileManager.default.fileExists(atPath: bundle.string) {
+            do {
+                _ = try BundleReader(at: bundle).verify(full: true, workingDirectory: root)
+                let extracted = root.appending("check.sqlite")
+                _ = try BundleReader(at: bundle).extractStore(to: extracted)
+                defer { try? FileManager.default.removeItem(atPath: extracted.string) }
+                bundleGood = try storeRows(extracted, root: root) == expected
+                why = "its rows differ"
+            } catch {
+                why = "\(error)"
+            }
+        }
+        if acknowledged && !bundleGood { return "the acknowledged bundle is not whole: \(why)" }
+        if !sourceThere && !bundleGood { return "the source is gone and the bundle is not whole: \(why)" }
+        if sourceThere && !bundleGood, try storeRows(source, root: root) != expected {
+            return "the source no longer holds its rows"
+        }
+        return nil
     }
 
     /// The rows of every table of a loose store (a copy of it and its sidecars, opened by SQLite, which applies a

@@ -91,7 +91,7 @@ for id in ours plain; do
     read -r one_f one_d < <(split_flushes "$id" 1)
     PER[$id]=$(awk -v a="$many_f" -v b="$one_f" -v c="$many_d" -v d="$one_d" -v n="$COUNT" \
         'BEGIN { printf "%.2f (fsync %.2f + fdatasync %.2f)", (a - b + c - d) / (n - 1), (a - b) / (n - 1), (c - d) / (n - 1) }')
-    log "$id: $PER[$id] flushes per commit"
+    log "$id: ${PER[$id]} flushes per commit"
 done
 
 median() { tr ' ' '\n' | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -105,7 +105,7 @@ echo "Command: \`BENCH_COMMIT_MB=$MB BENCH_COMMIT_COUNT=$COUNT BENCH_RUNS=$RUNS 
 echo
 echo "| case | ms per commit, median | runs (ms per commit) | flushes per commit | settings |"
 echo "| --- | ---: | --- | --- | --- |"
-echo "| ours: writable document (overlay) | $ours | ${MS[ours]} | ${PER[ours]} | $(cut -d' ' -f5- <<<"${LINE[ours]}") |"
-echo "| plain SQLite file | $plain | ${MS[plain]} | ${PER[plain]} | $(cut -d' ' -f5- <<<"${LINE[plain]}") |"
+echo "| ours: writable document (overlay) | $ours | ${MS[ours]} | ${PER[ours]} | $(cut -d" " -f6- <<<"${LINE[ours]}") |"
+echo "| plain SQLite file | $plain | ${MS[plain]} | ${PER[plain]} | $(cut -d" " -f6- <<<"${LINE[plain]}") |"
 echo
 echo "Ours / plain: **${ratio}×** (target: at most 1.15×). $COUNT commits of one INSERT each per run, a ${MB} MiB store; runs alternate."

@@ -11,6 +11,7 @@
 #   BENCH_KEEP=1             keep the bundle, working folders and extracted folders afterwards
 #   BENCH_DROP_CACHES=0      do not drop the page cache before each run (by default it is dropped when
 #                            `echo 3 > /proc/sys/vm/drop_caches` works silently, and left warm otherwise)
+#   BENCH_COMMITS=0          leave out the one-row commits at the end (scripts/bench-commit.sh, with BENCH_RUNS)
 #   BENCH_STATIC_STDLIB=1    build the benchmark with --static-swift-stdlib (in Benchmarks/.build-static), as an app
 #                            shipped as one self-contained Linux binary would be; the Swift runtime and Foundation are
 #                            then linked in instead of loaded as shared libraries, which lowers the baseline RSS
@@ -322,3 +323,9 @@ echo
 echo "Lines the benchmark printed:"
 echo
 cat "$RAW"
+
+# --- one-row commits: ours beside SQLite's own (scripts/bench-commit.sh) ------------------------------------------
+if [[ ${BENCH_COMMITS:-1} != 0 ]]; then
+    echo
+    BENCH_DIR="$DIR" BENCH_KEEP="$KEEP" BENCH_RUNS="$RUNS" BENCH_STATIC_STDLIB="$STATIC" "$root/scripts/bench-commit.sh"
+fi

@@ -39,6 +39,8 @@ struct NotesApp: AsyncParsableCommand {
     @Option(help: "journal: also save explicitly after every this many entries (0: never).") var saveEvery = 0
     @Flag(help: "journal: say each entry once its transaction committed.") var echo = false
     @Flag(help: "Recover the unsaved changes a process that died left (RecoveryPolicy.recover).") var recover = false
+    @Option(help: "sql: seconds to wait after saying each step (a kill then falls between two transactions).")
+    var pause = 0.0
     @Option(help: "ReadingLimits.maxRestartSegmentSize, in bytes (0: the default).") var maxRestartSegmentSize: UInt64 = 0
     @Option(help: "WritingOptions.compressionThreads of saves (the default when not given).") var compressionThreads: Int?
 
@@ -126,8 +128,8 @@ struct NotesApp: AsyncParsableCommand {
 
     /// Runs each step in turn: `save`, `revert`, `?SQL` (a query whose rows are printed, one line each, values
     /// separated by `|`), or SQL run outside a transaction (a pragma, statements each in its own transaction, or
-    /// `BEGIN … COMMIT`); says `step N` after each, then `ready`, then holds the document open for `--hold` seconds
-    /// and closes it without saving. A failed step prints `error: …` and exits with 65.
+    /// `BEGIN … COMMIT`); says `step N` after each (then waits `--pause` seconds), then `ready`, then holds the
+    /// document open for `--hold` seconds and closes it without saving. A failed step prints `error: …` and exits with 65.
     func runSteps(_ steps: [String], on document: Document) async throws {
         for (index, step) in steps.enumerated() {
             do {
@@ -149,6 +151,7 @@ struct NotesApp: AsyncParsableCommand {
                 throw ExitCode(65)
             }
             say("step \(index + 1)")
+            if pause > 0 { try await Task.sleep(nanoseconds: UInt64(pause * 1e9)) }
         }
         say("ready")
         if hold > 0 { try await Task.sleep(nanoseconds: UInt64(hold * 1e9)) }

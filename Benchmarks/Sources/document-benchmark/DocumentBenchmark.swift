@@ -22,6 +22,13 @@
 //   document-benchmark scan-file STORE SQL [--drop-caches] prints "scan-file SECONDS ...": the same SQL on a store
 //                                                          file (an extracted working copy), page cache dropped
 //                                                          after the open with --drop-caches
+//   document-benchmark commits BUNDLE WORKDIR COUNT        prints "commits MS_PER_COMMIT SECONDS ...": COUNT
+//                                                          one-row INSERTs, each its own transaction, through a
+//                                                          document open for writing (default options); only the
+//                                                          commits are timed
+//   document-benchmark commits-file STORE COUNT            prints "commits-file MS_PER_COMMIT SECONDS ...": the same
+//                                                          commits on a plain SQLite file through GRDB (rollback
+//                                                          journal, DELETE, synchronous = FULL)
 //
 // Each timed subcommand prints exactly one line on stdout; its first two fields are the operation and its time.
 // `open` times Document.open only (lock, checks, extraction into WORKDIR, opening the store); closing without
@@ -54,6 +61,8 @@ struct DocumentBenchmark {
                document-benchmark query-extract BUNDLE WORKDIR SQL
                document-benchmark scan-writable BUNDLE WORKDIR SQL [--drop-caches]
                document-benchmark scan-file STORE SQL [--drop-caches]
+               document-benchmark commits BUNDLE WORKDIR COUNT
+               document-benchmark commits-file STORE COUNT
         """
 
     static func main() async {
@@ -98,6 +107,12 @@ struct DocumentBenchmark {
             case ("scan-file", 3), ("scan-file", 4):
                 guard arguments.count == 3 || arguments[3] == "--drop-caches" else { fail(usage, status: 64) }
                 try await scanFile(FilePath(arguments[1]), sql: arguments[2], dropCaches: arguments.count == 4)
+            case ("commits", 4):
+                guard let count = Int(arguments[3]), count > 0 else { fail("COUNT must be a positive integer\n\(usage)", status: 64) }
+                try await commits(FilePath(arguments[1]), workingDirectory: FilePath(arguments[2]), count: count)
+            case ("commits-file", 3):
+                guard let count = Int(arguments[2]), count > 0 else { fail("COUNT must be a positive integer\n\(usage)", status: 64) }
+                try await commitsFile(FilePath(arguments[1]), count: count)
             default:
                 fail(usage, status: 64)
             }
@@ -207,6 +222,53 @@ struct DocumentBenchmark {
         let elapsed = ContinuousClock.now - start
         try queue.close()
         print("scan-file \(format(seconds(elapsed))) rows \(rows) bytes \(bytes)")
+    }
+
+    /// One row an app commits on its own: a short text, as a note typed and committed.
+    static let oneRowInsert = "INSERT INTO item (kind, body) VALUES ('text', ?)"
+
+    /// `count` one-row commits through a document open for writing (default options: its SQLite settings as an app
+    /// gets them); only the commits are timed.
+    static func commits(_ bundle: FilePath, workingDirectory: FilePath, count: Int) async throws {
+        var options = Document.OpenOptions()
+        options.workingDirectory = workingDirectory
+        let document = try await Document.open(at: bundle, options: options)
+        let settings = try await document.writer.writeWithoutTransaction { db in try settingsLine(db) }
+        let start = ContinuousClock.now
+        for index in 0..<count {
+            try await document.writer.write { db in
+                try db.execute(sql: oneRowInsert, arguments: ["commit \(index) of a benchmark, a short note"])
+            }
+        }
+        let elapsed = seconds(ContinuousClock.now - start)
+        try await document.close(savingChanges: false)
+        print("commits \(format(elapsed * 1000 / Double(count))) \(format(elapsed)) count \(count) \(settings)")
+    }
+
+    /// The same commits on a plain SQLite file: rollback journal (DELETE), synchronous = FULL.
+    static func commitsFile(_ store: FilePath, count: Int) async throws {
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA journal_mode = DELETE; PRAGMA synchronous = FULL")
+        }
+        let queue = try DatabaseQueue(path: store.string, configuration: configuration)
+        let settings = try await queue.writeWithoutTransaction { db in try settingsLine(db) }
+        let start = ContinuousClock.now
+        for index in 0..<count {
+            try await queue.write { db in
+                try db.execute(sql: oneRowInsert, arguments: ["commit \(index) of a benchmark, a short note"])
+            }
+        }
+        let elapsed = seconds(ContinuousClock.now - start)
+        try queue.close()
+        print("commits-file \(format(elapsed * 1000 / Double(count))) \(format(elapsed)) count \(count) \(settings)")
+    }
+
+    /// The connection's journal mode and synchronous setting, as `journal_mode=delete synchronous=2`.
+    private static func settingsLine(_ db: Database) throws -> String {
+        let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "?"
+        let synchronous = try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1
+        return "journal_mode=\(mode) synchronous=\(synchronous)"
     }
 
     private static func run(_ sql: String, _ db: Database) throws -> (rows: Int, bytes: Int64) {

@@ -40,15 +40,13 @@ extension LegacyConverter {
         case .backup:
             let root = options.backupDirectory ?? folder.appending("docconvert-backup")
             let name = legacy.source.lastComponent?.string ?? "store"
-            let storeName = legacy.isPackage ? "StoreContent/persistentStore" : name
-            let sha = provenance.files.first { $0.name == storeName }?.sha256.prefix(8) ?? "backup"
-            let destination = root.appending("\(name).\(sha)")
+            var destination = root
             var moved: [String] = []
             do {
-                try FileSystem.createDirectory(destination)
+                destination = try BackupFolder(under: root, name: name, provenance: provenance, moving: items).path
                 for item in items {
-                    guard let itemName = item.lastComponent?.string else { continue }
-                    try FileSystem.rename(item, to: destination.appending(itemName))
+                    guard let itemName = item.lastComponent else { continue }
+                    try BackupFolder.moveWithoutReplacing(item, to: destination.appending(itemName))
                     moved.append(item.string)
                 }
                 try FileSystem.syncDirectory(destination)

@@ -557,6 +557,8 @@ public final class BatchConverter: Sendable {
             done.bytesOut = bytes
             done.storeDigest = metadata.store.contentDigest
             done.sourceSHA256 = metadata.provenance?.mainFileSHA256
+            // > A run killed while converting it left the item's lock file: removed now that nobody holds it.
+            if !options.dryRun { DocumentLock.removeIfAbandoned(for: bundle) }
             return (done, options.migrations != nil && !options.dryRun ? bundle : nil)
         case .store(let store, let relative):
             return convert(store, relative: relative, starting: starting)

@@ -112,4 +112,27 @@ struct TwinNamesCommandTests {
             #expect(try Self.made(under: tree) == promised)
         }
     }
+
+    @Test("a store converted as NAME.mdz is found there once its twin is gone, not converted again as STEM.mdz")
+    func earlierNameKept() throws {
+        try LegacyFiles.withDirectory { directory in
+            let tree = directory.appending("tree")
+            _ = try Self.makeTree(at: tree)
+            let first = try Docconvert.run(["batch", tree.string, "--legacy", "keep", "--quiet"])
+            #expect(first.status == 0, "\(first.stderr)")
+            let made = try Self.made(under: tree)
+            #expect(made["x/Notes.sqlite"] == "x/Notes.sqlite.mdz", "\(made)")
+            for gone in ["x/Notes.db", "x/Notes.mdz"] { try FileManager.default.removeItem(atPath: tree.appending(gone).string) }
+
+            let dry = try Docconvert.run(["batch", tree.string, "--legacy", "keep", "--dry-run", "--json"])
+            #expect(try Self.names(inReport: dry.stdout)["x/Notes.sqlite"] == "x/Notes.sqlite.mdz")
+            let again = try Docconvert.run(["batch", tree.string, "--legacy", "keep", "--json"])
+            #expect(again.status == 0, "\(again.stderr)")
+            let report = try JSONSerialization.jsonObject(with: Data(again.stdout.utf8)) as? [String: Any]
+            let item = (report?["items"] as? [[String: Any]])?.first { $0["source"] as? String == "x/Notes.sqlite" }
+            #expect(item?["outcome"] as? String == "skipped-already-done" && item?["bundle"] as? String == "x/Notes.sqlite.mdz",
+                    "\(item ?? [:])")
+            #expect(!FileManager.default.fileExists(atPath: tree.appending("x/Notes.mdz").string))
+        }
+    }
 }

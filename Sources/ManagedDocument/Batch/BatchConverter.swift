@@ -717,8 +717,8 @@ public final class BatchConverter: Sendable {
     }
 
     /// The bundle a store of the batch gets, by the twin rule (docs/CLI.md, "Bundles"): `STEM.mdz`, unless a bundle
-    /// made from another source is there, or it is free and a store beside this one with the same stem sorts first
-    /// (its name's bytes): then `NAME.mdz` (`Notes.sqlite.mdz` beside `Notes.db`'s `Notes.mdz`). Which store gets
+    /// made from another source is there, or `NAME.mdz` was made from this store already, or it is free and a store
+    /// beside this one with the same stem sorts first (its name's bytes): then `NAME.mdz` (`Notes.sqlite.mdz` beside `Notes.db`'s `Notes.mdz`). Which store gets
     /// which name depends on the tree only, not on which is converted first: a dry run and a plan name the bundles
     /// the run makes. With `planned` (a plan's name for it), that name, unless it is `STEM.mdz` and another source's
     /// bundle took it since.
@@ -731,6 +731,10 @@ public final class BatchConverter: Sendable {
             // > A file there that is not a bundle, or one not converted: the conversion says so (alreadyExists).
             guard let earlier = try? BundleReader(at: target).metadata.provenance else { return target }
             return earlier.fileName == name ? target : full
+        }
+        // > Converted earlier as NAME.mdz (its twin has gone since, or sorted first then): found there, not redone.
+        if FileSystem.isRegularFile(full), (try? BundleReader(at: full).metadata.provenance)?.fileName == name {
+            return full
         }
         if let planned, planned == full || planned == target { return planned }
         return hasEarlierTwin(store, name: name) ? full : target

@@ -116,11 +116,9 @@ final class OpenDescriptors: Sendable {
             let name = FileSystem.entryName(entry)
             guard let pid = Int32(String(cString: name)), pid != own else { continue }  // not a process, or this one
             // > Another user's process: its `fd` folder is not readable (EACCES); one that ended: ENOENT. Both skipped.
-            let folder = openat(dirfd(proc), "\(pid)/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            guard folder >= 0, let descriptors = fdopendir(folder) else {
-                if folder >= 0 { close(folder) }
-                continue
-            }
+            // > (`opendir` costs an `openat` and an `fstat`; `openat` then `fdopendir` would add an `fcntl`.)
+            guard let descriptors = opendir("/proc/\(pid)/fd") else { continue }
+            let folder = dirfd(descriptors)
             while let descriptor = readdir(descriptors) {
                 let fd = FileSystem.entryName(descriptor)
                 guard fd.pointee != 0x2E else { continue }  // "." and ".."

@@ -80,12 +80,13 @@ final class OpenDescriptors: Sendable {
     }
 
     /// The open files of a scan that began at `instant` or later: the latest one, the one under way, or a new one.
+    /// Waiting for another thread's scan gives back this thread's CPU turn (a batch's other conversions compute).
     private func scan(startedAfter instant: UInt64) -> [FileKey: Int32]? {
-        enum Step { case use([FileKey: Int32]?), run(UInt64) }
+        enum Step { case use([FileKey: Int32]), run(UInt64), wait }
         while true {
-            let step: Step = state.wait { state in
+            let step: Step = state.withLock { state in
                 if let latest = state.latest, latest.started >= instant { return .use(latest.open) }
-                if state.running != nil { return nil }  // wait for it: it may serve, or free the way for a new one
+                if state.running != nil { return .wait }  // it may serve, or free the way for a new one
                 let started = Self.now()
                 state.running = started
                 return .run(started)
@@ -93,13 +94,16 @@ final class OpenDescriptors: Sendable {
             switch step {
             case .use(let open):
                 return open
+            case .wait:
+                CPUTurns.whileWaiting {
+                    state.wait { state in state.running == nil ? () : nil }
+                }
             case .run(let started):
                 let open = Self.scanProcesses()
                 state.withLock { state in
                     state.running = nil
                     if let open { state.latest = Scan(started: started, open: open) }
                 }
-                guard let open else { return nil }
                 return open
             }
         }

@@ -16,6 +16,9 @@
 #   BENCH_JOBS=2             workers for docconvert, xargs -P and the python pool
 #   BENCH_DIR=./bench-work   work folder (relative to the repository root; git-ignored)
 #   BENCH_KEEP=1             keep the work folder afterwards
+#   BENCH_LEGACY=keep        --legacy for the docconvert cases: keep (default), or backup to time the disposal
+#                            too (the store moved into docconvert-backup/ under its lock, after the check of the
+#                            processes that have it open)
 #   BENCH_CASES="..."        cases to run (default: all): ours ours-d6 ours-store shell xargs python copy
 #   BENCH_STATIC_STDLIB=0    build docconvert with the Swift runtime and Foundation as shared libraries (by default
 #                            it is built with --static-swift-stdlib, the way it ships)
@@ -57,6 +60,8 @@ CASES=${BENCH_CASES:-"ours ours-d6 ours-store shell xargs python copy"}
 STATIC=${BENCH_STATIC_STDLIB:-1}
 SHAPE=${BENCH_TREE:-issue}
 FS=${BENCH_FS:-}
+LEGACY=${BENCH_LEGACY:-keep}
+[[ $LEGACY == keep || $LEGACY == backup ]] || { echo "BENCH_LEGACY must be keep or backup" >&2; exit 64; }
 [[ $SHAPE == issue || $SHAPE == nested ]] || { echo "BENCH_TREE must be issue or nested" >&2; exit 64; }
 [[ -z $FS || $FS == journal ]] || { echo "BENCH_FS must be journal (or unset)" >&2; exit 64; }
 [[ $STORES =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_STORES must be a positive integer" >&2; exit 64; }
@@ -213,10 +218,10 @@ PY
 
 # --- cases: each a function run by run_case (scripts/bench-common.sh) on $RUN_TREE, a fresh copy of the tree -------
 FIND_STORES='find "$1" -type f \( -name "*.sqlite" -o -name "*.db" -o -name "*.sqlite3" -o -name "*.store" \) -print0'
-case_ours() { timed "$BIN" batch "$RUN_TREE" --jobs "$JOBS" --legacy keep --quiet; }
-case_base() { timed "$BASE_BIN" batch "$RUN_TREE" --jobs "$JOBS" --legacy keep --quiet; }
-case_ours-d6() { timed "$BIN" batch "$RUN_TREE" --jobs "$JOBS" --legacy keep --quiet --level 6; }
-case_ours-store() { timed "$BIN" batch "$RUN_TREE" --jobs "$JOBS" --legacy keep --quiet --compression store; }
+case_ours() { timed "$BIN" batch "$RUN_TREE" --jobs "$JOBS" --legacy "$LEGACY" --quiet; }
+case_base() { timed "$BASE_BIN" batch "$RUN_TREE" --jobs "$JOBS" --legacy "$LEGACY" --quiet; }
+case_ours-d6() { timed "$BIN" batch "$RUN_TREE" --jobs "$JOBS" --legacy "$LEGACY" --quiet --level 6; }
+case_ours-store() { timed "$BIN" batch "$RUN_TREE" --jobs "$JOBS" --legacy "$LEGACY" --quiet --compression store; }
 case_shell() { timed bash -c "$FIND_STORES"' | while IFS= read -r -d "" f; do "$2" "$f"; done' _ "$RUN_TREE" "$WORK/one.sh"; }
 case_xargs() { timed bash -c "$FIND_STORES"' | xargs -0 -n 1 -P "$3" "$2"' _ "$RUN_TREE" "$WORK/one.sh" "$JOBS"; }
 case_python() { timed python3 "$WORK/pool.py" convert "$RUN_TREE" "$JOBS"; }
@@ -245,7 +250,12 @@ for round in $(seq 1 "$RUNS"); do
                 if [[ $round == 1 && $name == ours ]]; then
                     # Lossless check on a sample of bundles: same rows as sqlite3 reads from the source.
                     for bundle in $(find "$copy" -name '*.mdz' | sort | head -5); do
-                        source=$(ls "${bundle%.mdz}".* | grep -v '\.mdz$' | head -1)
+                        source=$(ls "${bundle%.mdz}".* | grep -v '\.mdz$' | head -1 || true)
+                        if [[ -z $source ]]; then  # BENCH_LEGACY=backup: the store is in its backup folder
+                            stem=$(basename "${bundle%.mdz}")
+                            source=$(ls "$(dirname "$bundle")/docconvert-backup/$stem".*/"$stem".* \
+                                | grep -v -e '-wal$' -e '-shm$' -e '-journal$' | head -1)
+                        fi
                         "$BIN" extract "$bundle" --output "$WORK/check.sqlite" >/dev/null
                         a=$(sqlite3 "$source" "SELECT count(*), sum(length(ZBODY)), hex(sha3(group_concat(hex(ZDATA)))) FROM ZENTRY" 2>/dev/null \
                             || sqlite3 "$source" "SELECT count(*), sum(length(ZBODY)), sum(length(ZDATA)) FROM ZENTRY")
@@ -325,7 +335,7 @@ if [[ ${BENCH_SYSCALLS:-1} != 0 ]] && command -v strace >/dev/null; then
         rm -rf "$copy"
         cp -a "$TREE" "$copy"
         sync
-        strace -c -f -o "$WORK/strace-$name.txt" "$bin" batch "$copy" --jobs "$JOBS" --legacy keep --quiet >/dev/null 2>&1
+        strace -c -f -o "$WORK/strace-$name.txt" "$bin" batch "$copy" --jobs "$JOBS" --legacy "$LEGACY" --quiet >/dev/null 2>&1
         rm -rf "$copy"
         python3 - "$name" "$WORK/strace-$name.txt" "$STORES" <<'PY'
 import sys

@@ -212,6 +212,8 @@ public final class BatchConverter: Sendable {
     private let walkQueues = Protected<[BoundedQueue<BatchCandidate>]>([])
     /// The files the items' document locks are taken with, while conversions run.
     private let parkedLocks = Protected<ParkedLockFiles?>(nil)
+    /// Per folder met, its names that share a stem, by stem (``bundlePath(for:planned:)``).
+    private let twinListings = Protected<[FilePath: [String: [String]]]>([:])
 
     /// A batch over `root`; nothing happens until ``run(_:)``. `logger` receives one line per item and the run's summary.
     ///
@@ -334,7 +336,9 @@ public final class BatchConverter: Sendable {
         switch candidate {
         case .store(let store, _):
             let kind: BatchItem.Kind = store.isPackage ? .legacyStore(.uiManagedDocumentPackage) : .sqliteStore
-            return .init(source: source, candidate: .store, kind: kind, bytes: bytes)
+            // > The bundle a run of the plan makes: the twin rule applied now, honoured by the run.
+            return .init(source: source, candidate: .store, kind: kind, bytes: bytes,
+                         bundle: relative(bundlePath(for: store, planned: nil)))
         case .converted(let bundle, _, let metadata, _):
             return .init(source: source, candidate: .converted, kind: BatchItem.Kind(provenanceOf: metadata),
                          bytes: bytes, bundle: relative(bundle))
@@ -557,11 +561,18 @@ public final class BatchConverter: Sendable {
             done.bytesOut = bytes
             done.storeDigest = metadata.store.contentDigest
             done.sourceSHA256 = metadata.provenance?.mainFileSHA256
+            // > A run killed while converting it left the item's lock file: removed now that nobody holds it.
+            if !options.dryRun { DocumentLock.removeIfAbandoned(for: bundle) }
             return (done, options.migrations != nil && !options.dryRun ? bundle : nil)
         case .store(let store, let relative):
-            return convert(store, relative: relative, starting: starting)
+            return convert(store, relative: relative, planned: nil, starting: starting)
         case .planned(let item):
-            return process(resolve(item), starting: starting)
+            let resolved = resolve(item)
+            if item.candidate == .store, case .store(let store, let relative) = resolved {
+                return convert(store, relative: relative, planned: item.bundle.map { root.appending($0) },
+                               starting: starting)
+            }
+            return process(resolved, starting: starting)
         case .unclassified:
             let walker = BatchWalker(root: root, backupDirectory: options.conversion.backupDirectory, startedAt: Date())
             return walker.classify(candidate).flatMap { process($0, starting: starting) }
@@ -619,7 +630,8 @@ public final class BatchConverter: Sendable {
     }
 
     /// Converts one store under its document's lock; the item, and its bundle when migrations are to run on it.
-    private func convert(_ store: LegacyStore, relative: String, starting: (String) -> Void) -> (BatchItem, FilePath?)? {
+    private func convert(_ store: LegacyStore, relative: String, planned: FilePath?,
+                         starting: (String) -> Void) -> (BatchItem, FilePath?)? {
         let name = store.source.lastComponent?.string ?? ""
         var target = store.defaultBundlePath
         var item = BatchItem(source: relative, kind: store.isPackage ? .legacyStore(.uiManagedDocumentPackage) : .sqliteStore,
@@ -631,7 +643,7 @@ public final class BatchConverter: Sendable {
             return (item, nil)
         }
         if options.dryRun {
-            if let alternative = Self.alternativeTarget(for: store, ifTaken: target) { target = alternative }
+            target = bundlePath(for: store, planned: planned)
             item.bundle = self.relative(target)
             let earlier = try? BundleReader(at: target).metadata.provenance
             item.outcome = earlier?.fileName == name ? .alreadyDone : .wouldConvert
@@ -641,11 +653,15 @@ public final class BatchConverter: Sendable {
         defer { for lock in locks { lock.release() } }
         do {
             locks.append(try lock(target))
-            // A sibling with the same stem (Notes.sqlite beside Notes.db) made STEM.mdz: this one is NAME.mdz.
-            if let alternative = Self.alternativeTarget(for: store, ifTaken: target) {
-                target = alternative
+            // The twin rule, decided under STEM.mdz's lock, so no twin can make STEM.mdz meanwhile: a sibling with the
+            // same stem (Notes.sqlite beside Notes.db) made STEM.mdz, or sorts first and is still to be converted:
+            // this one is NAME.mdz. STEM.mdz's lock is let go then, so the twin need not wait for this conversion.
+            let chosen = bundlePath(for: store, planned: planned)
+            if chosen != target {
+                target = chosen
                 item.bundle = self.relative(target)
                 locks.append(try lock(target))
+                locks.removeFirst().release()
             }
         } catch let error as DocumentError {
             if error.code == .inUse {
@@ -700,13 +716,59 @@ public final class BatchConverter: Sendable {
         return try DocumentLock(for: target, timeout: options.conversion.busyTimeout, shouldStop: { self.isCancelled })
     }
 
-    /// `NAME.mdz` (`Notes.db.mdz`) when `STEM.mdz` is a bundle made from another source; `nil` otherwise.
-    private static func alternativeTarget(for store: LegacyStore, ifTaken target: FilePath) -> FilePath? {
-        guard let name = store.source.lastComponent?.string, FileSystem.isRegularFile(target),
-              let earlier = try? BundleReader(at: target).metadata.provenance, earlier.fileName != name,
-              target.lastComponent?.string != "\(name).\(BundleLayout.defaultExtension)"
-        else { return nil }
-        return target.removingLastComponent().appending("\(name).\(BundleLayout.defaultExtension)")
+    /// The bundle a store of the batch gets, by the twin rule (docs/CLI.md, "Bundles"): `STEM.mdz`, unless a bundle
+    /// made from another source is there, or `NAME.mdz` was made from this store already, or it is free and a store
+    /// beside this one with the same stem sorts first (its name's bytes): then `NAME.mdz` (`Notes.sqlite.mdz` beside `Notes.db`'s `Notes.mdz`). Which store gets
+    /// which name depends on the tree only, not on which is converted first: a dry run and a plan name the bundles
+    /// the run makes. With `planned` (a plan's name for it), that name, unless it is `STEM.mdz` and another source's
+    /// bundle took it since.
+    func bundlePath(for store: LegacyStore, planned: FilePath?) -> FilePath {
+        let target = store.defaultBundlePath
+        guard let name = store.source.lastComponent?.string else { return target }
+        let full = target.removingLastComponent().appending("\(name).\(BundleLayout.defaultExtension)")
+        guard full != target else { return target }  // no extension: STEM.mdz is NAME.mdz
+        if FileSystem.isRegularFile(target) {
+            // > A file there that is not a bundle, or one not converted: the conversion says so (alreadyExists).
+            guard let earlier = try? BundleReader(at: target).metadata.provenance else { return target }
+            return earlier.fileName == name ? target : full
+        }
+        // > Converted earlier as NAME.mdz (its twin has gone since, or sorted first then): found there, not redone.
+        if FileSystem.isRegularFile(full), (try? BundleReader(at: full).metadata.provenance)?.fileName == name {
+            return full
+        }
+        if let planned, planned == full || planned == target { return planned }
+        return hasEarlierTwin(store, name: name) ? full : target
+    }
+
+    /// Whether a store beside `store` with its stem, whose name sorts before `name`, is there to be converted. Only
+    /// inside a folder root: a root that is one store has no siblings in the batch.
+    private func hasEarlierTwin(_ store: LegacyStore, name: String) -> Bool {
+        guard store.source != root, let stem = store.source.stem else { return false }
+        let folder = store.source.removingLastComponent()
+        for other in twins(in: folder)[stem] ?? [] where other.utf8.lexicographicallyPrecedes(name.utf8) {
+            if case .legacyStore? = try? LegacyDetector.detect(at: folder.appending(other)) { return true }
+        }
+        return false
+    }
+
+    /// The names of `folder` that share a stem with another name (sidecars and bundles left out), by stem: listed
+    /// once per folder and run. A store that appears in a folder after it was listed is not seen as a twin.
+    private func twins(in folder: FilePath) -> [String: [String]] {
+        if let known = twinListings.withLock({ $0[folder] }) { return known }
+        var byStem: [String: [String]] = [:]
+        // > A folder that cannot be listed has no twins to know of: the conversion reports what it cannot read.
+        for name in (try? FileSystem.contentsOfDirectory(folder)) ?? [] {
+            let path = FilePath(name)
+            guard let stem = path.stem, path.extension != BundleLayout.defaultExtension,
+                  !LegacyDetector.sidecarSuffixes.contains(where: { name.hasSuffix($0) }) else { continue }
+            byStem[stem, default: []].append(name)
+        }
+        let twins = byStem.filter { $0.value.count > 1 }
+        twinListings.withLock { listings in
+            if listings.count >= 1024 { listings.removeAll() }  // bounded: folders are met in walk order
+            listings[folder] = twins
+        }
+        return twins
     }
 
     /// Applies the pending SQL migrations to a bundle, each once (``SQLMigrationFolder/apply(to:lockTimeout:)``, as

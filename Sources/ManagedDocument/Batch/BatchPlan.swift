@@ -83,7 +83,9 @@ public struct BatchPlan: Sendable {
         public var kind: BatchItem.Kind
         /// Source bytes when the walk saw it.
         public var bytes: Int64
-        /// For ``Candidate/converted``: the bundle, relative to the root.
+        /// For ``Candidate/converted``: the bundle, relative to the root. For ``Candidate/store``: the bundle a run
+        /// of the plan makes, by the twin rule as the tree was when the plan was made (`nil` in a plan made before
+        /// plans named it: the run applies the rule then).
         public var bundle: String?
         /// For ``Candidate/notAStore``: why.
         public var reason: String?

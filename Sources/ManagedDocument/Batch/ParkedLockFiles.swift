@@ -62,7 +62,23 @@ final class ParkedLockFiles: Sendable {
             _ = parked.path.withPlatformString { unlink($0) }  // One left behind is removed by the next walk.
             try? parked.descriptor.close()  // Squash close error: closing releases the flock either way.
         }
+        if !made.isEmpty { removeAbandoned() }
     }
+
+    /// Removes the parked files a killed run left in the folder (those no process holds). The walk removes them as
+    /// it meets them, but not one that a worker held at that moment: a killed run's parked file is also under the
+    /// name of the item lock it was lent for, and the worker converting that item again takes the lock through that
+    /// name. A run that walks no folder (``BatchOptions/plan``) would never meet them. One listing of the folder.
+    private func removeAbandoned() {
+        // > Not an error of the batch: a parked file left behind is harmless, and the next run tries again.
+        guard let names = try? FileSystem.contentsOfDirectory(folder) else { return }
+        for name in names where name.hasPrefix(Self.namePrefix) && name.hasSuffix(AtomicFile.temporarySuffix) {
+            try? AtomicFile.removeIfStale(folder.appending(name))  // see above: the next run tries again
+        }
+    }
+
+    /// The start of a parked file's name.
+    static let namePrefix = ".docconvert-lock."
 
     deinit { close() }
 
@@ -71,7 +87,7 @@ final class ParkedLockFiles: Sendable {
         let (free, cannotMake) = state.withLock { ($0.free.popLast(), $0.cannotMake) }
         if let free { return free }
         guard !cannotMake else { return nil }
-        let path = folder.appending(".docconvert-lock.\(FileSystem.randomSuffix())\(AtomicFile.temporarySuffix)")
+        let path = folder.appending("\(Self.namePrefix)\(FileSystem.randomSuffix())\(AtomicFile.temporarySuffix)")
         // > The bits of a lock file (``DocumentLock``: 0644 less the umask), given before the file has a name.
         var ownership = AtomicFile.FinalOwnership(target: nil, restrictingTo: nil)
         ownership.mode &= 0o644

@@ -10,6 +10,10 @@ extension LegacyConverter {
     /// connection can share, and only when the store and its `-wal` still match `stamps` (taken with the state the
     /// bundle holds): a commit made since then is never moved away from under its app nor lost.
     ///
+    /// A store is in use when a SQLite connection holds a lock on it, or when another process has the store or one
+    /// of its sidecars open at all, as `/proc` shows (``OpenDescriptors``, checked under the lock: a rollback-journal
+    /// connection between transactions holds no lock, and its next commit would go to the moved file).
+    ///
     /// - Throws: ``DocumentError/Code/storeBusy`` when the store is in use past the timeout or changed since
     ///   `stamps`; nothing was moved then.
     func dispose(_ legacy: LegacyStore, provenance: DocumentMetadata.Provenance, unchangedSince stamps: [FileStamp])
@@ -23,6 +27,13 @@ extension LegacyConverter {
         var items: [FilePath] = legacy.isPackage ? [legacy.source] : [legacy.store] + legacy.sidecars
         if !legacy.isPackage, let support = legacy.supportFolder { items.append(support) }
         items = try items.filter { try FileSystem.exists($0) }
+        // > Without the store's lock (its main file is gone: what is left of a disposal cut short), the leftovers are
+        // > still not taken from a process that has one open.
+        if hold == nil, options.legacyPolicy != .keep,
+           let holder = OpenDescriptors.shared.holder(of: items, scannedAfter: OpenDescriptors.now()) {
+            throw DocumentError(.storeBusy, path: legacy.source,
+                                reason: "\(holder.description) has \(holder.path) open, so it cannot be moved or deleted; close it there and run the same command again")
+        }
         func failed(_ error: DocumentError) -> DocumentError {
             DocumentError(error.code, path: legacy.source,
                           reason: "the bundle is complete and verified, but the legacy files could not be \(options.legacyPolicy == .delete ? "deleted" : "moved") (\(error.path.map { "\($0): " } ?? "")\(error.reason)); fix that and run the same command again",
@@ -40,15 +51,13 @@ extension LegacyConverter {
         case .backup:
             let root = options.backupDirectory ?? folder.appending("docconvert-backup")
             let name = legacy.source.lastComponent?.string ?? "store"
-            let storeName = legacy.isPackage ? "StoreContent/persistentStore" : name
-            let sha = provenance.files.first { $0.name == storeName }?.sha256.prefix(8) ?? "backup"
-            let destination = root.appending("\(name).\(sha)")
+            var destination = root
             var moved: [String] = []
             do {
-                try FileSystem.createDirectory(destination)
+                destination = try BackupFolder(under: root, name: name, provenance: provenance, moving: items).path
                 for item in items {
-                    guard let itemName = item.lastComponent?.string else { continue }
-                    try FileSystem.rename(item, to: destination.appending(itemName))
+                    guard let itemName = item.lastComponent else { continue }
+                    try BackupFolder.moveWithoutReplacing(item, to: destination.appending(itemName))
                     moved.append(item.string)
                 }
                 try FileSystem.syncDirectory(destination)

@@ -7,7 +7,9 @@ import SystemPackage
 public enum LegacyPolicy: String, Sendable, Codable, CaseIterable {
     /// Leave them where they are.
     case keep
-    /// Move them into a backup folder (the default).
+    /// Move them into a backup folder (the default): a folder of their own, `NAME.KEY` (`KEY` from a digest of every
+    /// file converted; numbered rather than shared when it holds files of the same names), with moves that never
+    /// replace a file.
     case backup
     /// Delete them.
     case delete
@@ -98,7 +100,9 @@ public struct ConversionReport: Sendable, Codable, Equatable {
 ///    back. Row counts are taken, the copy is switched out of WAL mode (with its rollback journal in memory: the
 ///    copy is private), passes `PRAGMA integrity_check` and must have the same schema and row counts as before.
 /// 3. The bundle is written aside, verified, and renamed into place (``BundleWriter``).
-/// 4. Only then are the legacy files kept, backed up or deleted, by policy.
+/// 4. Only then are the legacy files kept, backed up or deleted, by policy: under a lock on the store, and only when
+///    no other process has it open (SQLite's locks, and `/proc` for a connection idle without a lock); otherwise
+///    the bundle is withdrawn and the conversion fails as ``DocumentError/Code/storeBusy``.
 ///
 /// A crash at any point leaves the legacy store, or a complete bundle, or both; running the same conversion
 /// again removes leftovers, recognises a finished bundle by its provenance checksums, and completes the disposal.

@@ -193,6 +193,20 @@ struct SourceSnapshot {
         return try isLocked(descriptor, start: shmLockOffset, length: shmLockCount, path: shm)
     }
 
+    /// The files another process may hold open while it uses the store: the main file and its sidecars (those
+    /// grouped with it, and a `-wal`, `-shm` or `-journal` made since), and Core Data's external data files.
+    static func openFileCandidates(of legacy: LegacyStore) -> [FilePath] {
+        var paths = [legacy.store] + legacy.sidecars
+        for suffix in LegacyDetector.sidecarSuffixes where !paths.contains(FilePath(legacy.store.string + suffix)) {
+            paths.append(FilePath(legacy.store.string + suffix))
+        }
+        if let external = legacy.externalData,
+           let content = try? BundleWriter.contentFiles(in: external, prefix: BundleLayout.externalDataPrefix) {
+            paths += content.map(\.source)  // an unreadable folder: the main file and sidecars are still checked
+        }
+        return paths
+    }
+
     /// The files whose change would mean a commit: the main file (its header holds the change counter) and a `-wal`
     /// (its header holds the salts a restart changes; frames make it grow).
     static func stamps(of legacy: LegacyStore) throws -> [FileStamp] {
@@ -231,8 +245,25 @@ struct SourceSnapshot {
                 inUse = try !Self.lock(main, type: lockType, start: Self.pendingByte, length: 2 + Self.sharedSize,
                                        path: legacy.store)
             }
+            // > Locked: no connection can read or commit now. One that has the store open but idle (a rollback
+            // > journal between transactions holds no lock) shows only in /proc, by a scan begun after the lock.
+            var holder: OpenDescriptors.Holder?
+            if !inUse {
+                holder = OpenDescriptors.shared.holder(of: openFileCandidates(of: legacy),
+                                                       scannedAfter: OpenDescriptors.now())
+                if holder != nil {
+                    inUse = true
+                    // > Not held while waiting: the app's next statement would meet it and fail as busy.
+                    _ = try Self.lock(main, type: F_UNLCK, start: Self.pendingByte, length: 2 + Self.sharedSize,
+                                      path: legacy.store)
+                }
+            }
             if !inUse { break }
             guard Date() < deadline else {
+                if let holder {
+                    throw DocumentError(.storeBusy, path: legacy.store,
+                                        reason: "\(holder.description) has \(holder.path.lastComponent?.string ?? "the store") open, so the store's files cannot be moved or deleted; close it there")
+                }
                 throw DocumentError(.storeBusy, path: legacy.store,
                                     reason: "another process has the store open, so its files cannot be moved or deleted")
             }

@@ -19,7 +19,7 @@ public struct DeflateRestarts: Codable, Sendable, Equatable {
     /// copies unread; a reader checks each segment it inflates on its own). `nil` in a version 1 bundle.
     public var crc32s: String? = nil
     /// The CRC-32C (Castagnoli) of each restart segment's compressed bytes, 8 lowercase hexadecimal characters each,
-    /// concatenated (format version 2 from release 0.3 on, FORMAT.md 13.1): what proves, at the cost of reading
+    /// concatenated (format version 2, optional, FORMAT.md 13.1): what proves, at the cost of reading
     /// them, that the compressed bytes a save copies unread are still the ones written. `nil` when an earlier
     /// writer made the bundle; its next save then deflates the store whole, once.
     public var compressedCRC32Cs: String? = nil

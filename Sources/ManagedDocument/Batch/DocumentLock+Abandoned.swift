@@ -25,6 +25,6 @@ extension DocumentLock {
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor; closing drops the lock.
         guard FileSystem.lockExclusively(descriptor, wait: false), FileSystem.isFile(descriptor, stillNamed: path)
         else { return false }
-        return path.withPlatformString { unlink($0) } == 0
+        return (try? FileIO.unlink(path)) != nil
     }
 }

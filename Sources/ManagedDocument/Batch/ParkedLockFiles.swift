@@ -59,7 +59,7 @@ final class ParkedLockFiles: Sendable {
             return state.made
         }
         for parked in made {
-            _ = parked.path.withPlatformString { unlink($0) }  // One left behind is removed by the next walk.
+            try? FileIO.unlink(parked.path)  // One left behind is removed by the next walk.
             try? parked.descriptor.close()  // Squash close error: closing releases the flock either way.
         }
         if !made.isEmpty { removeAbandoned() }

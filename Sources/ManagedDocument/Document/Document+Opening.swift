@@ -186,7 +186,7 @@ extension Document {
             // > kept for recovery stays: its changes are in no bundle.
             try? queue?.close()  // Squash close error: the working copy is removed next.
             if leftover == .none {
-                try? FileSystem.removeTree(copy.directory)  // Cleanup after a first error: the bundle is untouched.
+                try? WorkingCopy.remove(copy.directory)  // Cleanup after a first error: the bundle is untouched.
             }
             try? copyLock.close()  // Squash close error: the folder is gone.
             throw error

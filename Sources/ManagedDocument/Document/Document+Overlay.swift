@@ -35,7 +35,7 @@ extension Document {
                                    path: FilePath) throws -> Leftover {
         guard FileSystem.isDirectory(copy.directory) else { return .none }
         guard options.recovery == .recover else {
-            try FileSystem.removeTree(copy.directory)
+            try WorkingCopy.remove(copy.directory)
             return .none
         }
         let digest = reader.metadata.store.contentDigest
@@ -50,7 +50,7 @@ extension Document {
         } else if let base = copy.readBase(), base.storeDigest == digest, FileSystem.isRegularFile(copy.store) {
             return .extracted
         }
-        try FileSystem.removeTree(copy.directory)
+        try WorkingCopy.remove(copy.directory)
         return .none
     }
 

@@ -592,7 +592,7 @@ public final class Document: Sendable {
         }
         try? header?.close()  // Squash close error of a read-only descriptor.
         if let copyLock, Self.ownsWorkingCopy(copyLock, workingCopy) {
-            try? ScratchDirectory.remove(workingCopy.directory)  // its .lock last: a crash leaves a removable folder
+            try? WorkingCopy.remove(workingCopy.directory)  // its .lock last: a crash leaves a removable folder
         }
         try? copyLock?.close()  // Squash close error: releasing the lock is all that matters.
         documentLock?.release()

@@ -112,7 +112,7 @@ final class DocumentLock: Sendable {
         isReleased.withLock { isReleased in
             guard !isReleased else { return }
             isReleased = true
-            _ = path.withPlatformString { unlink($0) }  // A file that cannot be removed stays, harmless and reusable.
+            try? FileIO.unlink(path)  // A file that cannot be removed stays, harmless and reusable.
             if let giveBack { return giveBack() }  // the parked file stays locked, under its own name only
             try? descriptor.close()  // Squash close error: closing releases the flock either way.
         }

@@ -54,14 +54,17 @@ struct WorkingCopy {
     static func prepareRoot(_ root: FilePath, isDefault: Bool) throws {
         let parent = root.removingLastComponent()
         if !parent.isEmpty { try FileSystem.createDirectory(parent) }
-        if root.withPlatformString({ mkdir($0, 0o700) }) != 0 {
-            if errno != EEXIST {
-                throw DocumentError(.cannotCreate, path: root, reason: "cannot create the working copies' folder",
-                                    underlyingError: Errno(rawValue: errno))
-            }
-        } else {
+        do {
+            try FileIO.makeDirectory(root, mode: 0o700)
             // > Made now: its entry made durable, so that a power cut cannot take the working copies made in it.
             try FileSystem.syncDirectory(parent.isEmpty ? "." : parent)
+        } catch where FileIO.errno(of: error) == .fileExists {
+            // there already: checked below
+        } catch let error as DocumentError {
+            throw error
+        } catch {
+            throw DocumentError(.cannotCreate, path: root, reason: "cannot create the working copies' folder",
+                                underlyingError: FileIO.errno(of: error))
         }
         guard let info = FileSystem.Status(root) else {
             throw DocumentError(.cannotCreate, path: root, reason: "cannot read the working copies' folder",
@@ -108,6 +111,33 @@ struct WorkingCopy {
     func readBase() -> Base? {
         guard let data = try? Data(contentsOf: URL(fileURLWithPath: baseFile.string)) else { return nil }  // none
         return try? JSONDecoder().decode(Base.self, from: data)  // unreadable: treated as no base at all
+    }
+
+    /// Whether `name` is a super-journal SQLite made beside the working copy's store for a transaction that also
+    /// wrote an `ATTACH`ed database (`overlay-mjXXXXXXXX`, `persistentStore-mjXXXXXXXX`).
+    static func isSuperJournal(_ name: String) -> Bool {
+        guard let range = name.range(of: "-mj", options: .backwards) else { return false }
+        let tail = name[range.upperBound...]
+        return tail.count == 8 && tail.allSatisfy(\.isHexDigit)
+    }
+
+    /// Removes the working copy, its `.lock` last, but for SQLite's super-journals: an attached database whose
+    /// transaction was cut short by a crash names one of them in its own hot journal, and SQLite rolls that
+    /// journal back (and removes the super-journal) only while the super-journal is there; without it, SQLite takes
+    /// the attached database's half of the transaction as committed while the store's half was rolled back. The
+    /// folder stays while such a file is in it (the next open of the document, or
+    /// ``Document/removeStaleWorkingCopies(in:olderThan:)``, finds it).
+    static func remove(_ directory: FilePath) throws {
+        guard FileSystem.isDirectory(directory) else { return }
+        let names = try FileSystem.contentsOfDirectory(directory)
+        guard names.contains(where: isSuperJournal) else {
+            try ScratchDirectory.remove(directory)
+            return
+        }
+        for name in names where !isSuperJournal(name) && name != ScratchDirectory.lockName {
+            try FileSystem.removeTree(directory.appending(name))
+        }
+        try FileSystem.removeFile(directory.appending(ScratchDirectory.lockName))
     }
 
     /// Records the base (written aside at mode 0600, flushed, renamed into place, the folder flushed).

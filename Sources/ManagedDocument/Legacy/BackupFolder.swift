@@ -68,12 +68,11 @@ struct BackupFolder {
     static func moveWithoutReplacing(_ source: FilePath, to destination: FilePath) throws {
         let refused = DocumentError(.alreadyExists, path: destination,
                                     reason: "is already there; it was not replaced and \(source) was not moved")
-        if let renameat2 = Self.renameat2 {
-            let result = source.withPlatformString { from in
-                destination.withPlatformString { to in renameat2(AT_FDCWD, from, AT_FDCWD, to, Self.renameNoReplace) }
-            }
-            if result == 0 { return }
-            let error = Errno(rawValue: errno)
+        do {
+            try FileIO.renameWithoutReplacing(source, to: destination)
+            return
+        } catch {
+            let error = FileIO.errno(of: error)
             if error == .fileExists { throw refused }
             guard error == .invalidArgument || error == .noFunction || error == .notSupported else {
                 throw DocumentError.io("cannot move \(source) into the backup folder", path: destination, errno: error)
@@ -84,25 +83,12 @@ struct BackupFolder {
             try FileSystem.rename(source, to: destination)
             return
         }
-        let linked = source.withPlatformString { from in destination.withPlatformString { to in link(from, to) } }
-        if linked != 0 {
-            let error = Errno(rawValue: errno)
+        do { try FileIO.link(source, to: destination) } catch {
+            let error = FileIO.errno(of: error)
             if error == .fileExists { throw refused }
             throw DocumentError.io("cannot move \(source) into the backup folder", path: destination, errno: error)
         }
         try FileSystem.removeFile(source)
     }
 
-    /// `RENAME_NOREPLACE` of `<linux/fs.h>`, which Glibc's module does not export.
-    private static let renameNoReplace: CUnsignedInt = 1
-
-    private typealias RenameAt2 = @convention(c) (CInt, UnsafePointer<CChar>, CInt, UnsafePointer<CChar>, CUnsignedInt)
-        -> CInt
-
-    /// glibc's `renameat2` (2.28 and later), looked up once: the module Swift imports does not declare it (it is
-    /// behind `_GNU_SOURCE`). `nil` where the C library has none.
-    private static let renameat2: RenameAt2? = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2") else { return nil }
-        return unsafeBitCast(symbol, to: RenameAt2.self)
-    }()
 }

@@ -300,8 +300,8 @@ final class ScratchDirectory {
             throw DocumentError(.cannotCreate, path: target, reason: "cannot create a working folder beside it",
                                 underlyingError: error)
         }
-        if path.withPlatformString({ mkdir($0, 0o700) }) != 0 {
-            let failure = Errno(rawValue: errno)
+        do { try FileIO.makeDirectory(path, mode: 0o700) } catch {
+            let failure = FileIO.errno(of: error)
             try? FileSystem.removeFile(lockPath)  // Cleanup after a first error.
             try? lock.close()  // Squash close error of an empty lock file.
             throw DocumentError(.cannotCreate, path: target, reason: "cannot create a working folder beside it",

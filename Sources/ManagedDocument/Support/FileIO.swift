@@ -169,6 +169,28 @@ package enum FileIO {
         }
     }
 
+    /// `renameat2(2)` with `RENAME_NOREPLACE`: `source` under the name `destination`, failing with `EEXIST` when
+    /// something is there, and with `ENOSYS`, `EINVAL` or `ENOTSUP` where the C library, the kernel or the file
+    /// system lacks it.
+    package static func renameWithoutReplacing(_ source: FilePath, to destination: FilePath) throws {
+        guard let renameat2 else { throw Errno.noFunction }
+        try perform(Event(kind: .rename, path: source, destination: destination)) {
+            source.withPlatformString { from in
+                destination.withPlatformString { to in renameat2(AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */) }
+            }
+        }
+    }
+
+    private typealias RenameAt2 = @convention(c) (CInt, UnsafePointer<CChar>, CInt, UnsafePointer<CChar>, CUnsignedInt)
+        -> CInt
+
+    /// glibc's `renameat2` (2.28 and later), looked up once: the module Swift imports does not declare it (it is
+    /// behind `_GNU_SOURCE`). `nil` where the C library has none.
+    private static let renameat2: RenameAt2? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "renameat2") else { return nil }
+        return unsafeBitCast(symbol, to: RenameAt2.self)
+    }()
+
     /// `unlink(2)`.
     package static func unlink(_ path: FilePath) throws {
         try perform(Event(kind: .unlink, path: path)) { path.withPlatformString { Glibc.unlink($0) } }

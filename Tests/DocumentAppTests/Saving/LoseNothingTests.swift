@@ -243,6 +243,27 @@ struct LoseNothingTests {
         }
     }
 
+    @Test("a super-journal SQLite left in a working copy (a transaction over attached databases cut short) outlives the close and a discarding open (SQLite removes it once it resolved the attached journal)")
+    func superJournalKept() async throws {
+        try await withTemporaryDirectory { folder in
+            let bundle = folder.appending("Doc.mdz")
+            let aux = folder.appending("aux.sqlite")
+            // > A transaction over the store and an attached file, cut short by a kill after both journals and the
+            // > super-journal were written: made here by hand, as SQLite lays it out (sqlite.org/atomiccommit.html).
+            let document = try await Document.open(at: bundle, options: appOptions(folder))
+            try await document.writer.write { db in try db.execute(sql: schema) }
+            let working = try #require(try FileManager.default.subpathsOfDirectory(atPath: folder.appending("working").string)
+                .first { $0.hasSuffix("/map") }.map { folder.appending("working").appending($0).removingLastComponent() })
+            let superJournal = working.appending("overlay-mj0A1B2C3D")
+            try Data("\(aux.string)-journal\u{0}".utf8).write(to: URL(fileURLWithPath: superJournal.string))
+            try await document.close()
+            #expect(FileManager.default.fileExists(atPath: superJournal.string), "the close removed the super-journal")
+            let reopened = try await Document.open(at: bundle, options: appOptions(folder))
+            #expect(FileManager.default.fileExists(atPath: superJournal.string), "a discarding open removed the super-journal")
+            try await reopened.close()
+        }
+    }
+
     @Test("ATTACH and VACUUM INTO on a writable document: other databases open, written and read through the default VFS")
     func attachAndVacuumInto() async throws {
         try await withTemporaryDirectory { folder in

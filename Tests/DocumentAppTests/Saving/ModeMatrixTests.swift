@@ -152,8 +152,9 @@ private let matrixSeed = UInt64(ProcessInfo.processInfo.environment["MODE_MATRIX
 /// Kills per mode: MODE_MATRIX_KILLS, or 2.
 private let killsPerMode = max(1, Int(ProcessInfo.processInfo.environment["MODE_MATRIX_KILLS"] ?? "") ?? 2)
 
-/// Whether the attached database is read after the recovered document closed (MODE_MATRIX_AUX_AFTER_CLOSE=1).
-private let auxAfterClose = ProcessInfo.processInfo.environment["MODE_MATRIX_AUX_AFTER_CLOSE"] == "1"
+/// Whether the attached database is read after the recovered document closed (the default: the close removes the
+/// working copy, which must keep SQLite's super-journal), or before (MODE_MATRIX_AUX_BEFORE_CLOSE=1).
+private let auxAfterClose = ProcessInfo.processInfo.environment["MODE_MATRIX_AUX_BEFORE_CLOSE"] != "1"
 
 /// A name's FNV-1a hash: the same in every run, so that a mode's kills follow from the seed alone.
 private func stableHash(_ name: String) -> UInt64 {
@@ -252,10 +253,9 @@ struct ModeMatrixTests {
             (try StoreContent(db), try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "; "))
         }
         var snapshot = Snapshot(content: content)
-        // > The attached database is opened while the recovered document is open: its hot journal names a
-        // > super-journal in the working copy's folder, which SQLite needs to decide whether the transaction
-        // > committed (MODE_MATRIX_AUX_AFTER_CLOSE=1 opens it after the close, once the folder is gone: see
-        // > docs/RELIABILITY.md, "Mode matrix").
+        // > The attached database's hot journal names a super-journal in the working copy's folder, which SQLite
+        // > needs to decide whether the transaction committed: the close keeps it (docs/RELIABILITY.md, "Mode
+        // > matrix"), so the attached database is read after the close by default.
         func readAttached() async throws {
             guard mode.attaches, FileManager.default.fileExists(atPath: attached.string) else { return }
             let queue = try DatabaseQueue(path: attached.string)

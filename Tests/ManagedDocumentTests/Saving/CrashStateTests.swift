@@ -259,23 +259,24 @@ struct CrashStateTests {
         }
     }
 
-    @Test("a conversion of a store with a -wal, backing it up or deleting it: the source never goes before its bundle is durable",
-          arguments: [LegacyPolicy.backup, .delete])
-    func convert(policy: LegacyPolicy) async throws {
+    @Test("a conversion of a store (a -wal, a hot -journal, none), kept, backed up or deleted: the source never goes before its bundle is durable",
+          arguments: [("minimalTime", ["", "-wal", "-shm"]), ("Ledger", ["", "-journal"]), ("TasteB", [""])],
+          [LegacyPolicy.keep, .backup, .delete])
+    func convert(store: (name: String, suffixes: [String]), policy: LegacyPolicy) async throws {
         try await withTemporaryDirectory { root in
-            let source = root.appending("stores").appending("minimalTime.sqlite")
+            let source = root.appending("stores").appending("\(store.name).sqlite")
             try FileManager.default.createDirectory(atPath: source.removingLastComponent().string, withIntermediateDirectories: true)
             let samples = FilePath(#filePath).removingLastComponent().removingLastComponent().removingLastComponent()
                 .removingLastComponent().appending("Samples/stores")
-            for suffix in ["", "-wal", "-shm"] {
-                try FileManager.default.copyItem(atPath: samples.appending("minimalTime.sqlite\(suffix)").string,
+            for suffix in store.suffixes {
+                try FileManager.default.copyItem(atPath: samples.appending("\(store.name).sqlite\(suffix)").string,
                                                  toPath: source.string + suffix)
             }
             let expected = try storeRows(source, root: root)
-            let bundle = root.appending("stores").appending("minimalTime.mdz")
+            let bundle = root.appending("stores").appending("\(store.name).mdz")
             var conversion = ConversionOptions()
             conversion.legacyPolicy = policy
-            let violations = try await explore("convert (\(policy))", root: root) { recorder in
+            let violations = try await explore("convert (\(store.name), \(policy))", root: root) { recorder in
                 _ = try LegacyConverter(options: conversion).convert(storeAt: source)
                 recorder.mark("converted")
             } check: { state in

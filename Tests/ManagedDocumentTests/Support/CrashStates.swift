@@ -18,9 +18,10 @@ import SystemPackage
 ///   SQLite left them at each of the library's calls: SQLite flushes its journal before it writes the store.
 ///
 /// States are taken just before and just after every flush, at every mark the test sets, and at the end; at each
-/// such point: nothing unflushed persisted, everything persisted (what a killed process leaves), everything but
-/// one change (for each of up to `maximumDrops` of them; for a change to names, with the later changes in its
-/// folder), and everything with the last write of each file torn.
+/// such point: nothing unflushed persisted, everything persisted (what a killed process leaves), every prefix of
+/// the unflushed changes in the order they were made (ALICE's in-order persistence), everything but one change (for
+/// a change to names, with the later changes in its folder), and everything with one write torn at a page (each of
+/// up to `maximumDrops` of the prefixes, drops and tears).
 final class CrashRecorder: FileIO.Observer, @unchecked Sendable {  // every field is guarded by `lock`
     let root: FilePath
     private let lock = NSLock()
@@ -316,11 +317,19 @@ private struct StateBuilder {
             }
             states.append(state(keeping: { !gone.contains($0) }, torn: [], "after \(index): all but \(operation)"))
         }
-        let lastWrites = Set(pendingData.values.compactMap { changes in
-            changes.last(where: { if case .write = $0.1 { return true } else { return false } })?.0
-        })
-        if !lastWrites.isEmpty {
-            states.append(state(keeping: { _ in true }, torn: lastWrites, "after \(index): last writes torn"))
+        for end in stride(from: 1, to: pending.count, by: step) {
+            let last = pending[end - 1]
+            states.append(state(keeping: { $0 <= last }, torn: [], "after \(index): the first \(end) changes"))
+        }
+        let writes = pendingData.values.flatMap { changes in
+            changes.compactMap { change -> Int? in
+                if case .write(_, _, let bytes) = change.1, bytes.count > 4096 { return change.0 }
+                return nil
+            }
+        }.sorted()
+        let tearStep = max(1, writes.count / max(1, maximumDrops))
+        for torn in stride(from: 0, to: writes.count, by: tearStep) {
+            states.append(state(keeping: { _ in true }, torn: [writes[torn]], "after \(index): write \(writes[torn]) torn"))
         }
         return states
     }

@@ -9,7 +9,8 @@
 #
 # CI checks a sample of each path's states (at most 40) with single drops capped at 12 a point; this script
 # checks all of them, with every single drop, and fails each step of a save with ENOSPC, EIO and EMFILE.
-# SCRATCH (default .build) is the build folder swift test uses.
+# SCRATCH (default .build) is the build folder swift test uses; CONFIGURATION=release runs a release build of the
+# tests (with -enable-testing), three to five times faster per state.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scale=${1:-10}
@@ -19,7 +20,8 @@ trap 'rm -f "$log"' EXIT
 echo "crash-states: every state, scale $scale" >&2
 status=0
 CRASH_STATES=all CRASH_DROPS=all CRASH_SCALE=$scale FAULTS=all \
-    swift test --scratch-path "${SCRATCH:-.build}" --filter "CrashStateTests" 2>&1 | tee "$log" \
+    swift test --scratch-path "${SCRATCH:-.build}" ${CONFIGURATION:+-c "$CONFIGURATION" -Xswiftc -enable-testing} \
+    --filter "CrashStateTests" 2>&1 | tee "$log" \
     | grep -E "^crash-states:|^faults|✘|Test run" || true
 grep -q "✘" "$log" && status=1
 grep -q "Test run with .* passed" "$log" || status=1

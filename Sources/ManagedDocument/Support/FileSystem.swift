@@ -173,8 +173,11 @@ enum FileSystem {
 
     /// Removes a file; a file that is already gone is not an error.
     static func removeFile(_ path: FilePath) throws {
-        do { try FileIO.unlink(path) } catch where FileIO.errno(of: error) != .noSuchFileOrDirectory {
-            throw DocumentError.io("cannot remove the file", path: path, errno: FileIO.errno(of: error))
+        do { try FileIO.unlink(path) } catch {
+            let error = FileIO.errno(of: error)
+            guard error == .noSuchFileOrDirectory else {
+                throw DocumentError.io("cannot remove the file", path: path, errno: error)
+            }
         }
     }
 
@@ -185,8 +188,11 @@ enum FileSystem {
             for name in try contentsOfDirectory(path) {
                 try removeTree(path.appending(name))
             }
-            do { try FileIO.removeDirectory(path) } catch where FileIO.errno(of: error) != .noSuchFileOrDirectory {
-                throw DocumentError.io("cannot remove the folder", path: path, errno: FileIO.errno(of: error))
+            do { try FileIO.removeDirectory(path) } catch {
+                let error = FileIO.errno(of: error)
+                guard error == .noSuchFileOrDirectory else {
+                    throw DocumentError.io("cannot remove the folder", path: path, errno: error)
+                }
             }
         } else {
             try removeFile(path)
@@ -220,9 +226,11 @@ enum FileSystem {
            !isDirectory(parent) {
             try createDirectory(parent)
         }
-        do { try FileIO.makeDirectory(path, mode: mode) } catch where FileIO.errno(of: error) != .fileExists {
-            throw DocumentError(.cannotCreate, path: path, reason: "cannot create the folder",
-                                underlyingError: FileIO.errno(of: error))
+        do { try FileIO.makeDirectory(path, mode: mode) } catch {
+            let error = FileIO.errno(of: error)
+            guard error == .fileExists else {
+                throw DocumentError(.cannotCreate, path: path, reason: "cannot create the folder", underlyingError: error)
+            }
         }
     }
 

@@ -107,7 +107,7 @@ now_ms() { date +%s%3N; }
 # -wal read as SQLite would for its app; the files looked at are never changed. Tables named in $2 (a regex) are
 # left out. Prints "unreadable" when SQLite cannot read it.
 rows_digest() {
-    local source=$1 leave_out=${2:-^(managed_document_migrations)$} copy
+    local source=$1 leave_out=${2:-^(managed_document_.*)$} copy
     copy=$(mktemp -d "$work/tmp/digest.XXXXXX")
     local name
     name=$(basename "$source")
@@ -134,7 +134,7 @@ bundle_digest() {
     local out
     out=$(mktemp -d "$work/tmp/extract.XXXXXX")
     if "$bin/docconvert" extract "$1" --output "$out/store.sqlite" >/dev/null 2>&1; then
-        rows_digest "$out/store.sqlite" "${2:-^(managed_document_migrations)$}"
+        rows_digest "$out/store.sqlite" "${2:-^(managed_document_.*)$}"
     else
         echo unreadable
     fi
@@ -162,6 +162,19 @@ freeze_after() {
             sleep 0.01
         done
     fi
+}
+
+# Freezes the writer 0-20 ms after it printed "committed TARGET" (a save starts then, with --save-every 9).
+freeze_in_save() {
+    local target=$1
+    until grep -q "^committed $target\$" "$work/out"; do
+        kill -0 "$writer" 2>/dev/null || break
+        sleep 0.005
+    done
+    local ms
+    ms=$(random_between 0 20)
+    moment="$ms ms after committed $target"
+    freeze_after "$ms"
 }
 
 # The power cut: every unflushed byte dropped, the frozen writer killed, then a reboot (unmount, mount).
@@ -208,10 +221,14 @@ keep_failed() {
 
 # --- app ------------------------------------------------------------------------------------------------------------
 
+app_seed_rows=1500
+
 app_fixture() {
     if [ ! -f "$work/app-seed/Journal.mdz" ]; then
         mkdir -p "$work/app-seed/tmp"
-        TMPDIR="$work/app-seed/tmp" "$bin/notes-app" "$work/app-seed/Journal.mdz" journal --rows 30 >/dev/null
+        # > 1,500 entries: a store over 1 MiB, so saves are incremental (restart segments reused, FORMAT.md 16.2).
+        TMPDIR="$work/app-seed/tmp" "$bin/notes-app" "$work/app-seed/Journal.mdz" journal --rows "$app_seed_rows" \
+            >/dev/null
     fi
 }
 app_fill() { cp "$work/app-seed/Journal.mdz" "$base/root/t/Journal.mdz"; }
@@ -220,15 +237,15 @@ app_check() {
     local doc=$mnt/t/Journal.mdz committed saved line inBundle recovered
     committed=$(grep -o '^committed [0-9]*' "$work/out" | tail -n 1 | cut -d' ' -f2)
     saved=$(grep -o '^saved [0-9]*' "$work/out" | tail -n 1 | cut -d' ' -f2)
-    committed=${committed:-30}
-    saved=${saved:-30}
+    committed=${committed:-$app_seed_rows}
+    saved=${saved:-$app_seed_rows}
     app_inside=0
     line=$(grep -E '^(committed|saved) ' "$work/out" | tail -n 1 || true)
     if [[ $line == committed* ]] && (( committed % 9 == 0 )); then app_inside=1; fi
     verifies "$doc" || violation "the bundle does not verify: $("$bin/docconvert" verify "$doc" 2>&1 | tail -n 1)"
     # > Read-only, from the bundle: the entries of every acknowledged save, a whole prefix.
     line=$("$bin/docconvert" query "$doc" \
-        "SELECT max(id) || ' ' || count(*) || ' ' || sum(text = 'entry ' || id) FROM entry" 2>&1 | tail -n 1)
+        "SELECT max(id) || ' ' || count(*) || ' ' || sum(text = 'entry ' || id) FROM entry" 2>&1 | tail -n 1 || true)
     read -r inBundle count named <<<"$line" || true
     if ! [[ ${inBundle:-} =~ ^[0-9]+$ ]]; then
         violation "the bundle cannot be read: $line"
@@ -351,7 +368,7 @@ SQL
     rm -rf "$work/migrate-seed/docs/docconvert-backup" "$work/migrate-seed/docs/inner/docconvert-backup"
     local bundle
     while IFS= read -r bundle; do
-        expected_digests[migrate:${bundle#"$work/migrate-seed/docs/"}]=$(bundle_digest "$bundle" '^(managed_document_migrations|migration_log)$')
+        expected_digests[migrate:${bundle#"$work/migrate-seed/docs/"}]=$(bundle_digest "$bundle" '^(managed_document_.*|migration_log)$')
     done < <(find "$work/migrate-seed/docs" -name '*.mdz')
 }
 migrate_fill() { cp -R "$work/migrate-seed/docs" "$base/root/t/docs"; }
@@ -367,11 +384,11 @@ migrate_bundles_check() {
             violation "${key#migrate:} does not verify: $("$bin/docconvert" verify "$bundle" 2>&1 | tail -n 1)"
             continue
         fi
-        [ "$(bundle_digest "$bundle" '^(managed_document_migrations|migration_log)$')" = "${expected_digests[$key]}" ] \
+        [ "$(bundle_digest "$bundle" '^(managed_document_.*|migration_log)$')" = "${expected_digests[$key]}" ] \
             || violation "${key#migrate:} lost rows of its own tables"
         log=$("$bin/docconvert" query "$bundle" \
             "SELECT (SELECT count(*) FROM migration_log) || ' ' || (SELECT count(*) FROM managed_document_migrations)" \
-            2>&1 | tail -n 1)
+            2>&1 | tail -n 1 || true)
         case $log in
         "4000 2") ;;
         *"no such table: migration_log"*)
@@ -422,9 +439,16 @@ for path in $paths; do
     inside=0; found=0
     for trial in $(seq 1 "$trials"); do
         fresh_trial "$fill"
-        delay=$(random_between $((duration / 20)) $((duration * 19 / 20)))
         "${run[@]}"
-        freeze_after "$delay"
+        if [ "$path" = app ] && (( trial % 2 == 0 )); then
+            # > Every other trial aims at a save: frozen just after a random save began.
+            target=$(( (app_seed_rows / 9 + $(random_between 1 44)) * 9 ))
+            freeze_in_save "$target"
+        else
+            delay=$(random_between $((duration / 20)) $((duration * 19 / 20)))
+            moment="$delay ms"
+            freeze_after "$delay"
+        fi
         power_cut
         violations_here=()
         app_inside=0; app_note=""
@@ -438,11 +462,11 @@ for path in $paths; do
             found=$((found + 1))
             kept=$(keep_failed "$path-$trial")
             for v in "${violations_here[@]}"; do
-                echo "power-cut: VIOLATION $path trial $trial (seed $seed, frozen after $delay ms${app_note:+; $app_note}): $v" >&2
+                echo "power-cut: VIOLATION $path trial $trial (seed $seed, frozen after $moment${app_note:+; $app_note}): $v" >&2
             done
             echo "power-cut:   kept in $kept" >&2
         else
-            echo "power-cut: $path trial $trial: frozen after $delay ms$( (( frozen )) || echo ' (it had finished)')${app_note:+: $app_note}: ok" >&2
+            echo "power-cut: $path trial $trial: frozen after $moment$( (( frozen )) || echo ' (it had finished)')${app_note:+: $app_note}: ok" >&2
         fi
     done
     row_trials[$path]=$trials; row_inside[$path]=$inside; row_violations[$path]=$found

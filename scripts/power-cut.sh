@@ -408,8 +408,9 @@ migrate_check() {
 
 # --- the trials -----------------------------------------------------------------------------------------------------
 
-app_fixture
-migrate_fixture
+# > Fixtures only for the paths that use them (the app's seed document is in migrate's folder too).
+if [[ " $paths " == *" app "* || " $paths " == *" migrate "* ]]; then app_fixture; fi
+if [[ " $paths " == *" migrate "* ]]; then migrate_fixture; fi
 declare -A row_trials row_inside row_violations row_seconds
 total_violations=0
 echo "power-cut: $trials trials per path (seed $seed), LazyFS at $mnt, binaries from $bin" >&2

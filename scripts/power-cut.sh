@@ -199,7 +199,8 @@ power_cut() {
     fi
     died_note=$(tail -n 1 "$base/lazyfs.log" 2>/dev/null | cut -c1-160 || true)
     kill -KILL "$writer" 2>/dev/null || true
-    wait "$writer" 2>/dev/null || true
+    writer_status=0
+    wait "$writer" 2>/dev/null || writer_status=$?
     unmount
     mountfs
 }
@@ -521,7 +522,7 @@ for path in $paths; do
             done
             echo "power-cut:   kept in $kept" >&2
         else
-            echo "power-cut: $path trial $trial: frozen after $moment$( (( frozen )) || echo ' (it had finished)')${app_note:+: $app_note}: ok" >&2
+            echo "power-cut: $path trial $trial: frozen after $moment$( (( frozen )) || echo " (it had finished: exit $writer_status$( (( writer_status == 0 )) || echo ", $(tail -n 1 "$work/out" | cut -c1-200)"))")${app_note:+: $app_note}: ok" >&2
         fi
     done
     row_trials[$path]=$trials; row_inside[$path]=$inside; row_violations[$path]=$found; row_died[$path]=$died

@@ -17,4 +17,17 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 pkg-config --exists libarchive || { echo "setup: libarchive's pkg-config file is missing" >&2; exit 1; }
 pkg-config --exists libisal || { echo "setup: ISA-L's pkg-config file is missing (libisal-dev)" >&2; exit 1; }
+# LazyFS, for the power-cut tests (scripts/power-cut.sh): built once into .build-lazyfs/ (about 35 s), where the tests
+# find it. Only as root with /dev/fuse and LazyFS beside the package (../shared/tools); the tests skip otherwise.
+package=$(cd "$(dirname "$0")/.." && pwd)
+lazyfs_tools=${LAZYFS_TOOLS:-$package/../shared/tools}
+if [ "$(id -u)" -eq 0 ] && [ -c /dev/fuse ] && [ -x "$lazyfs_tools/lazyfs.sh" ] \
+    && [ ! -x "$package/.build-lazyfs/build/lazyfs/build/lazyfs" ]; then
+    echo "setup: building LazyFS into .build-lazyfs/"
+    if "$lazyfs_tools/lazyfs.sh" mount "$package/.build-lazyfs" >/dev/null 2>"$package/.build-lazyfs.log"; then
+        "$lazyfs_tools/lazyfs.sh" umount "$package/.build-lazyfs"
+    else
+        echo "setup: LazyFS did not build or mount (see .build-lazyfs.log); the power-cut tests will skip" >&2
+    fi
+fi
 echo "setup: ready (libarchive $(pkg-config --modversion libarchive), $(swift --version 2>&1 | head -1))"

@@ -197,6 +197,33 @@ struct CrashStateTests {
         }
     }
 
+    @Test("the open that makes a working copy, then a first commit: every state after the commit holds it (the working copy's folder is durable)")
+    func openAndCommit() async throws {
+        try await withTemporaryDirectory { root in
+            let bundle = try await makeDocument(root, rows: 800)
+            // > No working copy yet, nor the working copies' folder: the open makes both.
+            try FileManager.default.removeItem(atPath: root.appending("working").string)
+            var committed: (count: Int, digest: String)?
+            let before = try #require(try await bundleRows(bundle, root: root))
+            try FileManager.default.removeItem(atPath: root.appending("working").string)
+            var document: Document?
+            let violations = try await explore("open + first commit", root: root) { recorder in
+                let opened = try await Document.open(at: bundle, options: options(root))
+                document = opened
+                recorder.mark("opened")
+                try await opened.writer.write { db in try insert(db, 4001, 4030) }
+                committed = try await opened.reader.read { db in try rows(db) }
+                recorder.mark("committed")
+            } check: { state in
+                let found = try await recoveredRows(bundle, root: root)
+                if state.marks.contains("committed") { return found == committed! ? nil : "the acknowledged commit is lost" }
+                return found == before || found == committed! ? nil : "the recovered rows are no commit's"
+            }
+            try await document?.close(savingChanges: false)
+            #expect(violations.isEmpty, "\(violations.prefix(5))")
+        }
+    }
+
     @Test("recovery itself, then the close that saves it: every state still holds the unsaved commit")
     func recovery() async throws {
         try await withTemporaryDirectory { root in

@@ -109,7 +109,7 @@ struct DocumentTests {
             }
             #expect(error?.code == .inUse)
             var waiting = options(directory)
-            waiting.lockTimeout = 10
+            waiting.lockTimeout = 60  // a loaded machine may take seconds to close the first
             async let second = Document.open(at: path, options: waiting)
             try await Task.sleep(nanoseconds: 200_000_000)
             try await first.close()

@@ -80,15 +80,19 @@ private func explore(_ path: String, root: FilePath, watching: [FilePath] = [],
     let recorder = try CrashRecorder(root: root)
     for file in watching { recorder.watch(file) }
     try await FileIO.observe(recorder) { try await run(recorder) }
-    let states = recorder.states(maximumDrops: drops)
     if ProcessInfo.processInfo.environment["CRASH_STATES_TRACE"] != nil {
         for (index, operation) in recorder.recorded.enumerated() { print("  \(index): \(operation)") }
     }
-    let stride = max(1, states.count / max(1, sampleSize))
+    // > Counted first, then built again and every `stride`th checked as it comes: a state holds every file's bytes,
+    // > so they are never all held at once.
+    let total = await recorder.forEachState(maximumDrops: drops) { _ in }
+    let stride = max(1, total / max(1, sampleSize))
     var violations: [String] = []
     var checked = 0
-    for index in Swift.stride(from: 0, to: states.count, by: stride) {
-        let state = states[index]
+    var position = 0
+    try await recorder.forEachState(maximumDrops: drops) { state in
+        defer { position += 1 }
+        guard position % stride == 0 else { return }
         try state.materialize(at: root)
         checked += 1
         do {
@@ -97,7 +101,7 @@ private func explore(_ path: String, root: FilePath, watching: [FilePath] = [],
             violations.append("\(state.description): \(error)")
         }
     }
-    print("crash-states: \(path): \(checked) of \(states.count) states checked, \(violations.count) violations, \(recorder.recorded.count) operations recorded")
+    print("crash-states: \(path): \(checked) of \(total) states checked, \(violations.count) violations, \(recorder.recorded.count) operations recorded")
     return violations
 }
 

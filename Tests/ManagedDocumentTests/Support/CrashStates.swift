@@ -234,24 +234,27 @@ struct CrashState {
 }
 
 extension CrashRecorder {
-    /// Every distinct state a power cut can leave during the recording (see the type's persistence model).
-    func states(maximumDrops: Int = 12) -> [CrashState] {
+    /// Hands each distinct state a power cut can leave during the recording (see the type's persistence model) to
+    /// `body`, in the order they arise, one at a time: a state holds every file's bytes, so they are never all held
+    /// at once (only their digests, to hand each once). Returns how many there were.
+    @discardableResult
+    func forEachState(maximumDrops: Int = 12, _ body: (CrashState) async throws -> Void) async rethrows -> Int {
         let (operations, content, names, folders) = lock.withLock { (self.operations, initialContent, initialNames, initialFolders) }
         var builder = StateBuilder(content: content, names: names, folders: folders)
-        var states: [String: CrashState] = [:]
-        func take(_ index: Int) {
-            for state in builder.variants(at: index, maximumDrops: maximumDrops) where states[state.digest] == nil {
-                states[state.digest] = state
+        var seen: Set<String> = []
+        func take(_ index: Int) async throws {
+            for state in builder.variants(at: index, maximumDrops: maximumDrops) where seen.insert(state.digest).inserted {
+                try await body(state)
             }
         }
         for (index, operation) in operations.enumerated() {
-            if operation.isFlush { take(index) }
+            if operation.isFlush { try await take(index) }
             builder.apply(operation, index: index)
-            if operation.isFlush { take(index + 1) }
-            if case .mark = operation { take(index + 1) }
+            if operation.isFlush { try await take(index + 1) }
+            if case .mark = operation { try await take(index + 1) }
         }
-        take(operations.count)
-        return states.values.sorted { $0.description < $1.description }
+        try await take(operations.count)
+        return seen.count
     }
 }
 

@@ -270,15 +270,6 @@ final class SegmentReuse {
         func range(_ index: Int) -> Range<Int64> {
             restarts.fileRange(ofSegment: index, dataOffset: entry.dataOffset, compressedSize: entry.compressedSize)
         }
-        /// Checks segment `index`'s compressed bytes' CRC-32C against the one the new index records.
-        func checkCompressedCRC(_ index: Int, _ crc: UInt32) throws {
-            guard restarts.recordedCompressedCRC(ofSegment: index) != crc else { return }
-            guard reused[index] else {
-                throw damaged("segment \(index) does not match the CRC-32C its restart index records")
-            }
-            throw DocumentError(.checksumMismatch, path: previous.path, entry: BundleLayout.store,
-                                reason: "restart segment \(index) of the bundle is damaged: its compressed bytes do not match the CRC-32C 'store.deflateRestarts.compressedCRC32Cs' records; the bundle was not replaced and is as it was, and the changes are still in the open document; restore the bundle from a backup, or save the document elsewhere")
-        }
         let perDigest = Int(digests.interval / restartInterval)
         let expected = digests.digests
         let compared = UnsafeMutableRawBufferPointer.allocate(byteCount: buffer.count, alignment: 64)
@@ -295,7 +286,7 @@ final class SegmentReuse {
                     guard let crc = try copiedCRC(index, at: range(index), in: written, using: compared) else {
                         throw damaged("reused segment \(index) differs from the replaced bundle's, or was not copied whole")
                     }
-                    try checkCompressedCRC(index, crc)
+                    try checkCompressedCRC(of: index, crc, recorded: restarts, reused: reused[index], written: path)
                 }
                 continue
             }
@@ -315,7 +306,8 @@ final class SegmentReuse {
                 }
                 let input = try FileSystem.read(written.descriptor, at: source.lowerBound, count: source.count, path: path)
                 guard input.count == source.count else { throw damaged("the file ends inside segment \(index)") }
-                try checkCompressedCRC(index, input.withUnsafeBytes { CRC32C.of($0) })
+                try checkCompressedCRC(of: index, input.withUnsafeBytes { CRC32C.of($0) }, recorded: restarts,
+                                       reused: reused[index], written: path)
                 let result = input.withUnsafeBytes {
                     inflater!.inflate($0, into: output!, isLast: index == reused.count - 1)
                 }
@@ -335,6 +327,19 @@ final class SegmentReuse {
             }
         }
         try checkPreviousUnchanged()
+    }
+
+    /// Checks restart segment `index`'s compressed bytes' CRC-32C (`crc`) against the one the new index records
+    /// (`recorded`): a reused segment that differs is the replaced bundle's damage, named; any other, the new one's.
+    private func checkCompressedCRC(of index: Int, _ crc: UInt32, recorded: DeflateRestarts, reused: Bool,
+                                    written: FilePath) throws {
+        guard recorded.recordedCompressedCRC(ofSegment: index) != crc else { return }
+        guard reused else {
+            throw DocumentError(.checksumMismatch, path: written, entry: BundleLayout.store,
+                                reason: "segment \(index) does not match the CRC-32C its restart index records; the new bundle was not put in place")
+        }
+        throw DocumentError(.checksumMismatch, path: previous.path, entry: BundleLayout.store,
+                            reason: "restart segment \(index) of the bundle is damaged: its compressed bytes do not match the CRC-32C 'store.deflateRestarts.compressedCRC32Cs' records; the bundle was not replaced and is as it was, and the changes are still in the open document; restore the bundle from a backup, or save the document elsewhere")
     }
 
     /// The CRC-32C of restart segment `index`'s compressed bytes, written at `new` in `written`, when they are the

@@ -318,7 +318,7 @@ extension BundleReader {
             throw DocumentError(.sizeMismatch, path: path, entry: name,
                                 reason: "inflates to \(written) bytes, not the \(entry.size) its header declares; the bundle is damaged")
         }
-        if isStore, !StoreInspector.hasSQLiteHeader(head) {
+        if isStore, !StoreHeader.hasMagic(head) {
             throw DocumentError(.notSQLite, path: path, entry: name, reason: "is not a SQLite database")
         }
         if let expected, inflated?.sha256 != expected {
@@ -355,7 +355,7 @@ extension BundleReader {
     /// Refuses a store entry far larger than its own SQLite header says the database is (a valid header followed by
     /// a gigabyte of zeros), once the header's 100 bytes are in, before the rest is inflated.
     private func checkDeclaredSize(_ entry: BundleEntry, head: [UInt8]) throws {
-        guard entry.role == .store, head.count == 100, let declared = StoreInspector.declaredSize(header: head),
+        guard entry.role == .store, let declared = StoreHeader(head)?.declaredSize,
               entry.size > StoreInspector.sizeBound(declared: declared)
         else { return }
         throw DocumentError(.sizeMismatch, path: path, entry: entry.name,

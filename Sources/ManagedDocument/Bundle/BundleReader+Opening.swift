@@ -73,7 +73,7 @@ extension BundleReader {
             end = try ZipEndRecord.locate(fileSize: file.size, read: file.read)
         } catch let failure as ZipStructureFailure {
             let head = try file.read(0, 16)
-            if StoreInspector.hasSQLiteHeader(head) {
+            if StoreHeader.hasMagic(head) {
                 throw DocumentError(.notADocument, path: path,
                                     reason: "is a SQLite store, not a bundle; convert it into one first: LegacyConverter().convert(storeAt:to:), or list it in Document.OpenOptions.legacyStoreLocations to convert it when the document opens")
             }

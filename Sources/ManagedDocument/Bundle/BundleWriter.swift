@@ -130,8 +130,10 @@ public enum BundleWriter {
     public static func write(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
                              replacingExisting: Bool = false,
                              options: WritingOptions = WritingOptions()) throws -> DocumentMetadata {
-        let staged = try stage(content, metadata: metadata, to: target, replacingExisting: replacingExisting,
-                               options: options)
+        var request = Request(.file(content.store), folders: content, metadata: metadata, to: target,
+                              options: options)
+        request.replacingExisting = replacingExisting
+        let staged = try stage(request)
         try staged.commit()
         return staged.metadata
     }
@@ -172,80 +174,45 @@ public enum BundleWriter {
         return interval
     }
 
-    /// Writes a bundle aside and verifies it (the first stage of ``write(_:metadata:to:replacingExisting:options:)``).
-    ///
-    /// - Parameters:
-    ///   - replacingExisting: whether the bundle may replace a file at `target` when committed (a document's save);
-    ///     without it a file there is ``DocumentError/Code/alreadyExists``, now or at the commit.
-    ///   - storeFacts: the store's facts when the caller has just inspected it (and not changed it since), so the
-    ///     store is not opened once more.
-    ///   - permissionsOf: a file whose permission bits the new bundle may not exceed (a converted store's privacy
-    ///     carries over).
-    ///   - hashingStoreWhole: compute the store's whole-file SHA-256 too (``EntryDigest/sha256``), which format
-    ///     version 2 does not record: a converter that packs the source's own file records it as the source's.
-    ///   - completingMetadata: changes the metadata once the store is packed, given what was packed (its size, and
-    ///     its SHA-256 when asked), before the metadata entry is written.
-    ///   - reusing: the loan of the bundle at `target` made when this process last verified it (extracted every
-    ///     entry of it, or wrote it): while the file there still holds it, the store's unchanged segments are copied
-    ///     from it instead of being deflated again (``SegmentLoan``, ``SegmentReuse``, FORMAT.md 16.1).
-    ///   - overlay: the store an overlay composes (a writable document's working copy, FORMAT.md 16.2), read in
-    ///     place of `content.store` (which then only names it in errors); its facts must be given in `storeFacts`.
-    static func stage(_ content: BundleContent, metadata: DocumentMetadata, to target: FilePath,
-                      replacingExisting: Bool = false, options: WritingOptions, storeFacts: StoreFacts? = nil,
-                      permissionsOf: FilePath? = nil, reusing: SegmentLoan? = nil, storeImage: StoreImage? = nil,
-                      overlay: OverlaySaveInput? = nil, hashingStoreWhole: Bool = false,
-                      completingMetadata: (inout DocumentMetadata, EntryDigest) throws -> Void = { _, _ in })
-    throws -> Staged {
+    /// Writes a bundle aside and verifies it (the first stage of ``write(_:metadata:to:replacingExisting:options:)``):
+    /// the store as ``Request/store`` says (whole, or reusing the replaced bundle's unchanged segments), then the
+    /// content folders and the metadata; the bundle is re-read and checked in proportion to what was written new.
+    static func stage(_ request: Request) throws -> Staged {
+        let target = request.target, options = request.options
         try options.validate(for: target)
-        let header = try overlay.map { try StoreInspector.header($0.overlay.bytes(at: 0, count: 100), of: content.store) }
-            ?? storeImage.map { try StoreInspector.header(Array($0.bytes.prefix(100)), of: content.store) }
-            ?? StoreInspector.header(of: content.store)
-        if StoreInspector.isWAL(header: header) {
-            throw DocumentError(.storeInWALMode, path: content.store,
-                                reason: "the store is in WAL mode; checkpoint it and set journal_mode=DELETE first")
-        }
-        let facts: StoreFacts
-        do {
-            facts = try storeFacts
-                ?? StoreInspector.openReadOnly(content.store).read { try StoreInspector.facts($0, countingRows: false) }
-        } catch let error as DatabaseError {
-            throw DocumentError(.storeCorrupt, path: content.store, reason: "SQLite cannot read the store",
-                                underlyingError: error)
-        }
+        let facts = try checkedFacts(of: request.store, given: request.storeFacts)
         var files: [(name: String, source: FilePath)] = []
-        if let folder = content.externalData {
+        if let folder = request.externalData {
             files += try contentFiles(in: folder, prefix: BundleLayout.externalDataPrefix)
         }
-        if let folder = content.additionalContent {
+        if let folder = request.additionalContent {
             files += try contentFiles(in: folder, prefix: BundleLayout.additionalContentPrefix)
         }
-
         files.sort { $0.name < $1.name }
         let now = options.modificationTime ?? Date()
         // > The temporary has its final permission bits before it has a name: a private document is never readable
         // > by others, not even while it is written.
-        let atomic = try AtomicFile(target: target, replacing: replacingExisting,
-                                    removingStale: options.removesStaleTemporaries, restrictingTo: permissionsOf)
+        let atomic = try AtomicFile(target: target, replacing: request.replacingExisting,
+                                    removingStale: options.removesStaleTemporaries,
+                                    restrictingTo: request.permissionsOf)
         // > From here on, an error drops `atomic`, which removes the temporary.
-        let writer = try ArchiveWriter(descriptor: atomic.descriptor, path: target, mediaType: metadata.mediaType,
-                                       deflateLevel: options.deflateLevel,
+        let writer = try ArchiveWriter(descriptor: atomic.descriptor, path: target,
+                                       mediaType: request.metadata.mediaType, deflateLevel: options.deflateLevel,
                                        modificationTime: Int64(now.timeIntervalSince1970.rounded(.down)),  // in range: validated above
                                        forcesZIP64: options.forcesZIP64,
                                        compressionThreads: options.compressionThreads)
         let compress = options.deflateLevel > 0
-        let (storeDigest, segments, plan, report) = try overlay.map {
-            try addOverlayStore($0, compressed: compress, to: writer, options: options)
-        } ?? addStore(content.store, compressed: compress, to: writer, target: target, reusing: reusing,
-                      options: options, image: storeImage, hashingWhole: hashingStoreWhole)
+        let (storeDigest, segments, plan, report) = try addStore(request.store, compressed: compress, to: writer,
+                                                                 target: target, options: options,
+                                                                 hashingWhole: request.hashingStoreWhole)
         var entries: [DocumentMetadata.Entry] = []
         for file in files {
             let (digest, _) = try addFile(file.source, named: file.name, compressed: compress, to: writer)
             // > Content files are always hashed whole (no segment digests asked for).
             entries.append(DocumentMetadata.Entry(name: digest.name, size: digest.size, sha256: digest.sha256 ?? ""))
         }
-
-        var result = metadata
-        try completingMetadata(&result, storeDigest)
+        var result = request.metadata
+        try request.completingMetadata(&result, storeDigest)
         result.format = BundleLayout.formatName
         result.formatVersion = BundleLayout.formatVersion
         result.modifiedAt = now
@@ -261,26 +228,62 @@ public enum BundleWriter {
             pageSize: facts.pageSize, userVersion: facts.userVersion, applicationID: facts.applicationID,
             schemaFingerprint: facts.schemaFingerprint, deflateRestarts: storeDigest.restarts, segments: segments)
         result.entries = entries
-        let encodedMetadata = try result.encoded()
-        try writer.addEntry(named: BundleLayout.metadata, bytes: encodedMetadata, compressed: compress)
+        try writer.addEntry(named: BundleLayout.metadata, bytes: try result.encoded(), compressed: compress)
         try writer.finish()
+        let written = try verifyWritten(atomic.temporaryPath, plan: plan, report: report, input: request.store,
+                                        segments: segments)
+        return Staged(metadata: written.metadata, report: report, fileSize: Int64(written.fileSize), atomic: atomic)
+    }
 
-        // Re-read what was written before it takes the destination's name; the metadata returned is what readers see
-        // (dates at the precision they are written with).
-        let written = try BundleReader(at: atomic.temporaryPath)
+    /// The store's facts, after its header was checked (a SQLite database, not in WAL mode): `given` when the
+    /// caller has them, SQLite's answer otherwise.
+    private static func checkedFacts(of input: StoreInput, given: StoreFacts?) throws -> StoreFacts {
+        let path = input.path
+        let header: StoreHeader
+        switch input {
+        case .file(let file, _): header = try StoreHeader(of: file)
+        case .image(let image, _):
+            header = try StoreHeader(checking: Array(image.bytes.prefix(StoreHeader.length)), of: path)
+        case .composed(let store, _, _):
+            var bytes = [UInt8](repeating: 0, count: StoreHeader.length)
+            let read = try bytes.withUnsafeMutableBytes {
+                try store.read(into: $0.baseAddress!, count: StoreHeader.length, at: 0)
+            }
+            header = try StoreHeader(checking: Array(bytes.prefix(read)), of: path)
+        }
+        if header.isWAL {
+            throw DocumentError(.storeInWALMode, path: path,
+                                reason: "the store is in WAL mode; checkpoint it and set journal_mode=DELETE first")
+        }
+        if let given { return given }
+        do {
+            return try StoreInspector.openReadOnly(path).read { try StoreInspector.facts($0, countingRows: false) }
+        } catch let error as DatabaseError {
+            throw DocumentError(.storeCorrupt, path: path, reason: "SQLite cannot read the store",
+                                underlyingError: error)
+        }
+    }
+
+    /// Re-reads the bundle written at `path` before it takes the destination's name, and checks it: reused bytes
+    /// compared with the replaced bundle's and new segments inflated (in proportion, when most were reused), or
+    /// everything inflated; the metadata returned is what readers see (dates at the precision they are written
+    /// with).
+    private static func verifyWritten(_ path: FilePath, plan: SegmentReuse?, report: SaveReport, input: StoreInput,
+                                      segments: DocumentMetadata.SegmentDigests) throws -> BundleReader {
+        let written = try BundleReader(at: path)
         if let plan, report.reusedSegments * 2 >= report.segments {
             // > In proportion: reused bytes compared with the replaced bundle's, new segments inflated and checked.
             try written.verifyEntries(checkingSegments: false, checkingStore: plan.verify)
         } else if let plan {
             try written.verifyEntries(checkingSegments: true)  // mostly new: inflated on every core, all of it
             try plan.checkPreviousUnchanged()
-        } else if let storeImage {
+        } else if case .image(let image, _) = input {
             // > The bytes just hashed are at hand: the store inflated is compared with them, not hashed again.
-            try written.verifyEntries(comparingStoreWith: storeImage.bytes, digests: segments)
+            try written.verifyEntries(comparingStoreWith: image.bytes, digests: segments)
         } else {
             try written.verifyEntries(checkingSegments: false)  // a version 2 store: checked by its segment digests
         }
-        return Staged(metadata: written.metadata, report: report, fileSize: Int64(written.fileSize), atomic: atomic)
+        return written
     }
 
     /// Refuses an existing `target` before any work (unless replacing it), and makes the scratch folder beside it
@@ -294,64 +297,87 @@ public enum BundleWriter {
         return (scratch, scratch.path.appending("persistentStore"))
     }
 
-    /// Adds the store: reusing the replaced bundle's unchanged segments when `reusing` allows it, whole otherwise.
-    ///
-    /// With `image`, the store's bytes read already: they are packed (the file is not read again).
-    private static func addStore(_ store: FilePath, compressed: Bool, to writer: ArchiveWriter, target: FilePath,
-                                 reusing: SegmentLoan?, options: WritingOptions, image: StoreImage? = nil,
-                                 hashingWhole: Bool)
+    /// Adds the store: its segments the replaced bundle holds unchanged copied from it, compressed, when the input
+    /// allows it (``SegmentReuse``), the others read, deflated and hashed; or all of it read, deflated and hashed.
+    private static func addStore(_ input: StoreInput, compressed: Bool, to writer: ArchiveWriter, target: FilePath,
+                                 options: WritingOptions, hashingWhole: Bool)
     throws -> (EntryDigest, DocumentMetadata.SegmentDigests?, SegmentReuse?, SaveReport) {
-        var reason = "no bundle this process verified to reuse (a first save, or incremental saves are off)"
-        if let image {
-            let (digest, segments) = try addBytes(image.bytes, named: BundleLayout.store, compressed: compressed, to: writer,
-                                                  segmentDigests: options.maximumSegmentDigests, hashingWhole: hashingWhole)
-            reason = "the store was written from the bytes the conversion read and checked"
-            return (digest, segments, nil, SaveReport(mode: .full, segments: digest.restarts?.offsets.count ?? 0,
-                                                      reusedSegments: 0, reason: reason))
+        if case .image(let image, _) = input {
+            let (digest, segments) = try addBytes(image.bytes, named: BundleLayout.store, compressed: compressed,
+                                                  to: writer, segmentDigests: options.maximumSegmentDigests,
+                                                  hashingWhole: hashingWhole)
+            return (digest, segments, nil, SaveReport(
+                mode: .full, segments: digest.restarts?.offsets.count ?? 0, reusedSegments: 0,
+                reason: "the store was written from the bytes the conversion read and checked"))
         }
-        let size = try FileSystem.status(store)?.size ?? 0
-        if compressed, size < ArchiveWriter.parallelDeflateThreshold {
-            // > Such a store is written with no restart index: there are no segments to reuse,
-            // > and deflating it whole takes milliseconds.
-            reason = "a store under 1 MiB is deflated whole (it has no restart segments to reuse)"
-        } else if let reusing {
-            if !compressed {
-                reason = "the store is stored, not deflated: there is nothing to save by reusing it"
-            } else if let plan = try planReuse(store, target: target, loan: reusing, options: options,
-                                               reason: &reason) {
-                let digest = try addFile(store, named: BundleLayout.store, compressed: true, to: writer, reuse: plan).0
-                let (digests, reused) = try plan.finish()
-                let report = SaveReport(mode: .incremental, segments: reused.count,
-                                        reusedSegments: reused.lazy.filter { $0 }.count, reason: nil)
-                return (digest, digests, plan, report)
+        let bytes = try StoreBytes(input)
+        let (plan, reason) = try planReuse(input, bytes: bytes, compressed: compressed, target: target,
+                                           options: options)
+        var position: Int64 = 0
+        // > An overlay's bytes are asked for a window ahead of the reads (a file's and the base's read ahead alone).
+        let window: Int64 = 32 << 20
+        var advisedTo: Int64 = 0
+        let read: (UnsafeMutableRawBufferPointer) throws -> Int = { buffer in
+            if position + window / 2 >= advisedTo, advisedTo < bytes.size {
+                let end = min(bytes.size, max(advisedTo, position) + window)
+                bytes.readAhead(max(advisedTo, position)..<end)
+                advisedTo = end
             }
+            let count = try bytes.read(into: buffer, at: position)
+            position += Int64(count)
+            return count
         }
-        let (digest, segments) = try addFile(store, named: BundleLayout.store, compressed: compressed, to: writer,
-                                             segmentDigests: options.maximumSegmentDigests, hashingWhole: hashingWhole)
+        if let plan {
+            let reuse = ParallelDeflater.Reuse(crc32: { try plan.reusedCRC($0) }, skip: { position += $0 },
+                                               source: { plan.source($0) },
+                                               compressedCRC32C: { plan.recordedCompressedCRC($0) })
+            let digest = try addEntry(named: BundleLayout.store, size: bytes.size, deflate: true, to: writer,
+                                      segmentDigests: nil, hashingWhole: hashingWhole, reuse: reuse, read: read).0
+            let (digests, reused) = try plan.finish()
+            let report = SaveReport(mode: .incremental, segments: reused.count,
+                                    reusedSegments: reused.lazy.filter { $0 }.count, reason: nil)
+            return (digest, digests, plan, report)
+        }
+        let sample = try bytes.bytes(at: 0, count: Int(min(max(bytes.size, 0), 64 << 10)))
+        let deflate = compressed && sample.withUnsafeBytes { isWorthDeflating($0) }
+        let (digest, segments) = try addEntry(named: BundleLayout.store, size: bytes.size, deflate: deflate,
+                                              to: writer, segmentDigests: options.maximumSegmentDigests,
+                                              hashingWhole: hashingWhole, reuse: nil, read: read)
         let report = SaveReport(mode: .full, segments: digest.restarts?.offsets.count ?? 0, reusedSegments: 0,
                                 reason: reason)
         return (digest, segments, nil, report)
     }
 
-    /// The reuse of the bundle at `target`'s store segments, or `nil` with the reason in `reason`.
-    private static func planReuse(_ store: FilePath, target: FilePath, loan: SegmentLoan, options: WritingOptions,
-                                  reason: inout String) throws -> SegmentReuse? {
-        let previous: BundleReader
-        do {
-            previous = try BundleReader(at: target)
-        } catch let error as DocumentError {
-            reason = "the bundle being replaced cannot be read (\(error.reason))"
-            return nil
+    /// The reuse of the replaced bundle's store segments the input allows, or `nil` with the reason.
+    private static func planReuse(_ input: StoreInput, bytes: StoreBytes, compressed: Bool, target: FilePath,
+                                  options: WritingOptions) throws -> (SegmentReuse?, String) {
+        let previous: BundleReader, loan: SegmentLoan
+        switch input {
+        case .image: return (nil, "")
+        case .file(_, let reusing):
+            guard let reusing else {
+                return (nil, "no bundle this process verified to reuse (a first save, or incremental saves are off)")
+            }
+            do {
+                previous = try BundleReader(at: target)
+            } catch let error as DocumentError {
+                return (nil, "the bundle being replaced cannot be read (\(error.reason))")
+            }
+            loan = reusing
+        case .composed(_, let base, let whyWhole):
+            guard let base else { return (nil, whyWhole) }
+            (previous, loan) = (base, SegmentLoan(base: base.openedIdentity))
         }
-        guard let size = try FileSystem.status(store)?.size else {
-            throw DocumentError(.notFound, path: store, reason: "no such file")
+        if compressed, bytes.size < ArchiveWriter.parallelDeflateThreshold {
+            // > Such a store is written with no restart index: there are no segments to reuse, and deflating it
+            // > whole takes milliseconds.
+            return (nil, "a store under 1 MiB is deflated whole (it has no restart segments to reuse)")
         }
-        switch try SegmentReuse.plan(store: store, size: size, previous: previous, loan: loan,
+        guard compressed else { return (nil, "the store is stored, not deflated: there is nothing to save by reusing it") }
+        switch try SegmentReuse.plan(bytes, previous: previous, loan: loan,
                                      maximumDigests: options.maximumSegmentDigests) {
-        case .reuse(let plan): return plan
-        case .full(let why):
-            reason = why
-            return nil
+        case .reuse(let plan): return (plan, "")
+        case .full(let why): return (nil, why)
         }
     }
 
@@ -386,45 +412,21 @@ public enum BundleWriter {
                          replacingExisting: replacingExisting, options: options)
     }
 
-    /// Adds a file; with `segmentDigests` (the most digests it may get), also the SHA-256 of its segments, hashed
-    /// as it is read (FORMAT.md 11.4: a digest covers whole restart segments, so a reader serving pages inflates
-    /// and checks one digest's worth; their number is capped so the metadata stays small enough to read at every
-    /// open).
-    ///
-    /// With `reuse`, the segments it names are copied from the replaced bundle (the source skips them) and its
-    /// digests, made from the same bytes, are the file's.
-    private static func addFile(_ source: FilePath, named name: String, compressed: Bool, to writer: ArchiveWriter,
-                                segmentDigests: Int? = nil, hashingWhole: Bool = false, reuse: SegmentReuse? = nil)
+    /// Adds a file, hashed whole as it is read (a content file: no segment digests).
+    private static func addFile(_ source: FilePath, named name: String, compressed: Bool, to writer: ArchiveWriter)
     throws -> (EntryDigest, DocumentMetadata.SegmentDigests?) {
         let descriptor = try FileSystem.openForReading(source)
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
         guard let status = try FileSystem.status(source) else {
             throw DocumentError(.notFound, path: source, reason: "no such file")
         }
-        if let reuse, status.size != reuse.size {
-            throw DocumentError(.sizeMismatch, path: source,
-                                reason: "the store changed size while it was being saved; nothing was replaced")
-        }
         var deflate = compressed
-        if compressed && reuse == nil {
+        if compressed {
             let sample = try FileSystem.read(descriptor, at: 0, count: 64 << 10, path: source)
             deflate = sample.withUnsafeBytes { isWorthDeflating($0) }
         }
-        let reusing = reuse.map { plan in
-            ParallelDeflater.Reuse(
-                crc32: { try plan.reusedCRC($0) },
-                skip: { count in
-                    do { _ = try descriptor.seek(offset: count, from: .current) } catch let error as Errno {
-                        throw DocumentError.io("cannot read the file", path: source, errno: error)
-                    }
-                },
-                source: { plan.source($0) },
-                compressedCRC32C: { plan.recordedCompressedCRC($0) })
-        }
-        // > A store (segment digests asked for) needs no whole-file SHA-256 in format version 2 (FORMAT.md 13.1).
-        return try addEntry(named: name, size: status.size, deflate: deflate, to: writer,
-                            segmentDigests: segmentDigests, hashingWhole: segmentDigests == nil || hashingWhole,
-                            reuse: reusing) { buffer in
+        return try addEntry(named: name, size: status.size, deflate: deflate, to: writer, segmentDigests: nil,
+                            hashingWhole: true, reuse: nil) { buffer in
             do { return try descriptor.read(into: buffer) } catch let error as Errno {
                 throw DocumentError.io("cannot read the file", path: source, errno: error)
             }

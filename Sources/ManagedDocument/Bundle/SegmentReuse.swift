@@ -98,13 +98,22 @@ final class SegmentReuse {
         buffer.deallocate()
     }
 
-    /// Starts planning the reuse of `previous`'s store segments for the store at `store` (`size` bytes), or says
-    /// why the save must be full.
+    /// Starts planning the reuse of `previous`'s store segments for the store `store` reads, or says why the save
+    /// must be full: the one planner of every incremental save (FORMAT.md 13.1, 16.1, 16.2).
+    ///
+    /// A digest segment of the new store (at the interval `previous` records) is reused when its bytes are the
+    /// recorded ones: proven by hashing them, or, for a composed store, known without reading them when no written
+    /// page touches it, it lies below the base limit and `previous` is the overlay's base, still the file at its
+    /// path (its recorded CRC-32s and digest are then the new ones). A restart segment that ends either stream is
+    /// reused only where it ends both, at the same length (the last segment carries the final block). Says why
+    /// the save must be full instead: no restart index that names the replaced stream, no CRC-32s or CRC-32Cs of
+    /// its segments (a version 1 bundle, an earlier release's), a restart or digest interval that changed with the
+    /// size, a replaced bundle changed or replaced since, most of a composed store written.
     ///
     /// - Parameters:
-    ///   - loan: the replaced bundle's loan, made when this process last verified it.
+    ///   - loan: the replaced bundle's loan, made when this process last verified it (or opened it as a base).
     ///   - maximumDigests: the writer's cap on segment digests (the new store's digest interval).
-    static func plan(store: FilePath, size: Int64, previous: BundleReader, loan: SegmentLoan,
+    static func plan(_ store: StoreBytes, previous: BundleReader, loan: SegmentLoan,
                      maximumDigests: Int) throws -> Decision {
         let terms: SegmentLoan.Terms
         switch loan.terms(from: previous) {
@@ -112,90 +121,154 @@ final class SegmentReuse {
         case .refuses(let reason): return .full(reason)
         }
         let (entry, restarts, recorded) = (terms.entry, terms.restarts, terms.digests)
+        let size = store.size
         let interval = Int64(ParallelDeflater.restartInterval(forSize: size))
         guard size > 0, interval == restarts.interval, recorded.interval % interval == 0 else {
             return .full("the store's restart interval changed with its size")
         }
-        let descriptor = try FileSystem.openForReading(store)
+        let newInterval = BundleWriter.segmentInterval(forSize: size, maximumDigests: maximumDigests)
+        let layout = Layout(size: size, baseSize: previous.metadata.store.size, restartInterval: interval,
+                            digestInterval: recorded.interval, oldCount: restarts.offsets.count)
+        var known: [Bool]?
+        if let composed = store.composed {
+            guard loan.isKept(by: previous), FileIdentity(at: previous.path) == previous.openedIdentity else {
+                return .full("the bundle on disk is not the one this document last read or saved (replaced, or changed since)")
+            }
+            guard newInterval == recorded.interval else {
+                return .full("the store's restart or digest interval changed with its size")
+            }
+            let untouched = layout.untouched(composed, recordedCount: recorded.count)
+            guard untouched.lazy.filter({ $0 }).count * 2 >= untouched.count else {
+                return .full("most of the store changed since the bundle was written")
+            }
+            known = untouched
+        }
         // > Both files are read through once, in order: the kernel reads them ahead while they are hashed and copied.
-        _ = posix_fadvise(descriptor.rawValue, 0, 0, POSIX_FADV_SEQUENTIAL)
-        _ = posix_fadvise(descriptor.rawValue, 0, 0, POSIX_FADV_WILLNEED)
+        store.adviseSequential()
         _ = posix_fadvise(previous.descriptor.rawValue, off_t(entry.dataOffset), off_t(entry.compressedSize),
                           POSIX_FADV_WILLNEED)
         let hashing = WaitableState(Hashing())
         let plan = SegmentReuse(previous: previous, loan: loan, entry: entry, restarts: restarts,
                                 restartInterval: interval, size: size, hashing: hashing)
-        let newInterval = BundleWriter.segmentInterval(forSize: size, maximumDigests: maximumDigests)
-        let count = plan.count, oldCount = restarts.offsets.count
-        Thread.detachNewThread {
-            defer {
-                try? descriptor.close()  // Squash close error of a read-only descriptor.
-                hashing.withLock { $0.isEnded = true }
-            }
+        Thread.detachNewThread { [known] in
+            defer { hashing.withLock { $0.isEnded = true } }
             do {
-                try hash(store, descriptor: descriptor, size: size, interval: interval, newInterval: newInterval,
-                         recorded: recorded, count: count, oldCount: oldCount, into: hashing)
+                try hash(store, layout: layout, known: known, recorded: recorded, restarts: restarts,
+                         newInterval: newInterval, into: hashing)
             } catch {
                 hashing.withLock {
                     $0.failure = error as? DocumentError
-                        ?? DocumentError(.ioFailure, path: store, reason: "cannot read the store (\(DocumentError.summary(of: error)))")
+                        ?? DocumentError(.ioFailure, path: store.path, reason: "cannot read the store (\(DocumentError.summary(of: error)))")
                 }
             }
         }
         return .reuse(plan)
     }
 
-    /// The hashing thread: reads the store once, decides each restart segment as soon as the digest segment that
-    /// holds it is complete, and publishes it.
-    private static func hash(_ store: FilePath, descriptor: FileDescriptor, size: Int64, interval: Int64,
-                             newInterval: Int64, recorded: DocumentMetadata.SegmentDigests, count: Int, oldCount: Int,
-                             into hashing: WaitableState<Hashing>) throws {
-        var hasher = SegmentHasher(interval: newInterval)
-        var oldHasher = newInterval == recorded.interval ? nil : SegmentHasher(interval: recorded.interval)
-        var crcs = SegmentCRCs(interval: interval)
-        let oldDigests = recorded.digests
-        let perDigest = Int(recorded.interval / interval)
-        var decided = 0
-        /// Publishes every segment whose digest segment (at the recorded interval) is complete.
-        func publish(comparable: [String], crcs: [UInt32], isEnd: Bool) {
-            let complete = isEnd ? count : min(count, comparable.count * perDigest)
-            guard complete > decided else { return }
-            var batch: [(UInt32, Bool)] = []
-            for index in decided..<complete {
-                let digest = index / perDigest
-                let isUnchanged = digest < oldDigests.count && digest < comparable.count
-                    && oldDigests[digest] == comparable[digest]
-                // > The old stream's last segment ends it (the final block): reused only as the new one's last.
-                batch.append((crcs[index], isUnchanged && index < oldCount
-                                                && (index == count - 1) == (index == oldCount - 1)))
+    /// The new store's segments over the replaced one's: sizes, intervals, counts.
+    struct Layout {
+        let size: Int64
+        let baseSize: Int64
+        let restartInterval: Int64
+        /// The interval of the replaced store's digests, at which the new store is compared with it.
+        let digestInterval: Int64
+        /// The replaced stream's restart segments.
+        let oldCount: Int
+        var count: Int { Int((size + restartInterval - 1) / restartInterval) }
+        var digestCount: Int { Int((size + digestInterval - 1) / digestInterval) }
+        var perDigest: Int { Int(digestInterval / restartInterval) }
+
+        /// The restart segments of digest segment `digest`.
+        func segments(of digest: Int) -> Range<Int> {
+            (digest * perDigest)..<min(count, (digest + 1) * perDigest)
+        }
+
+        /// Whether restart segment `index`, unchanged, may be copied: it is one the old stream has, and it ends the
+        /// new stream only where it ended the old one, at the same length.
+        func endsRight(_ index: Int) -> Bool {
+            index < oldCount && (index == count - 1) == (index == oldCount - 1)
+                && (index != count - 1 || size == baseSize)
+        }
+
+        /// For each digest segment of a composed store: whether it is the base's unchanged (no written page touches
+        /// it, it lies below the base limit, the base records its digest) and each of its restart segments ends
+        /// right; such a segment is copied unread.
+        func untouched(_ store: any ComposedStore, recordedCount: Int) -> [Bool] {
+            var untouched = [Bool](repeating: true, count: digestCount)
+            let pageSize = Int64(store.pageSize)
+            store.presentPages.forEach { page in
+                // > A page is never larger than a digest segment (64 KiB at most, segments 128 KiB at least).
+                let start = page * pageSize, end = start + pageSize
+                for digest in Int(start / digestInterval)...Int((end - 1) / digestInterval) where digest < digestCount {
+                    untouched[digest] = false
+                }
             }
-            hashing.withLock { $0.decided += batch }
-            decided = complete
+            let limit = store.baseLimit
+            for digest in 0..<digestCount where untouched[digest] {
+                let end = min(Int64(digest + 1) * digestInterval, size)
+                untouched[digest] = digest < recordedCount && end <= limit && segments(of: digest).allSatisfy(endsRight)
+            }
+            return untouched
         }
-        // > No whole-store SHA-256: a version 2 store digest is made of the segment digests (FORMAT.md 13.1).
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ChunkPipeline.chunkSize, alignment: 64)
+    }
+
+    /// The hashing thread: for each digest segment in order, the recorded CRC-32s and digest of one `known` to be
+    /// unchanged (not read), or the CRC-32s and digest of its bytes read from `store`, compared with the recorded
+    /// digest; publishes each segment's decision as soon as its digest segment is done. The new store's digests
+    /// are at `newInterval` (hashed alongside when it is not the recorded one).
+    private static func hash(_ store: StoreBytes, layout: Layout, known: [Bool]?,
+                             recorded: DocumentMetadata.SegmentDigests, restarts: DeflateRestarts,
+                             newInterval: Int64, into hashing: WaitableState<Hashing>) throws {
+        let size = layout.size, restartInterval = layout.restartInterval
+        var newHasher = newInterval == layout.digestInterval ? nil : SegmentHasher(interval: newInterval)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(restartInterval), alignment: 64)
         defer { buffer.deallocate() }
-        var total: Int64 = 0
-        while true {
+        // > `recorded.digests` splits the recorded string at every call: split once.
+        let recordedDigests = recorded.digests
+        var digests: [String] = []
+        for digest in 0..<layout.digestCount {
             if hashing.withLock({ $0.isCancelled }) { return }
-            let read = try FileSystem.read(descriptor, at: total, into: buffer, path: store)
-            if read == 0 { break }
-            let chunk = UnsafeRawBufferPointer(rebasing: buffer[..<read])
-            hasher.update(chunk)
-            oldHasher?.update(chunk)
-            crcs.update(chunk)
-            total += Int64(read)
-            guard total <= size else { break }
-            publish(comparable: oldHasher?.completed ?? hasher.completed, crcs: crcs.completed, isEnd: false)
+            let segments = layout.segments(of: digest)
+            var crcs: [UInt32] = []
+            let isUnchanged: Bool
+            if known?[digest] == true {
+                for index in segments {
+                    guard let crc = restarts.recordedCRC(ofSegment: index) else {
+                        throw DocumentError(.invalidMetadata, path: store.path, entry: BundleLayout.store,
+                                            reason: "the restart index records no CRC-32 for segment \(index)")
+                    }
+                    crcs.append(crc)
+                }
+                digests.append(recordedDigests[digest])
+                isUnchanged = true
+            } else {
+                var hasher = SHA256()
+                for index in segments {
+                    let start = Int64(index) * restartInterval
+                    let length = Int(min(restartInterval, size - start))
+                    let bytes = UnsafeMutableRawBufferPointer(rebasing: buffer[..<length])
+                    guard try store.read(into: bytes, at: start) == length else { throw changedSize(store) }
+                    var crc = CRC32()
+                    crc.update(UnsafeRawBufferPointer(bytes))
+                    hasher.update(bufferPointer: UnsafeRawBufferPointer(bytes))
+                    newHasher?.update(UnsafeRawBufferPointer(bytes))
+                    crcs.append(crc.value)
+                }
+                digests.append(hasher.finalize().hexString)
+                isUnchanged = digest < recordedDigests.count && recordedDigests[digest] == digests[digest]
+            }
+            let batch = zip(segments, crcs).map { ($1, isUnchanged && layout.endsRight($0)) }
+            hashing.withLock { $0.decided += batch }
         }
-        guard total == size else {
-            throw DocumentError(.sizeMismatch, path: store,
-                                reason: "the store changed size while it was being saved; nothing was replaced")
-        }
-        let digests = hasher.finalize()
-        let comparable = oldHasher.map { var hasher = $0; return hasher.finalize() } ?? digests
-        hashing.withLock { $0.digests = DocumentMetadata.SegmentDigests(interval: newInterval, digests: digests) }
-        publish(comparable: comparable, crcs: crcs.finalize(), isEnd: true)
+        if try store.hasGrown() { throw changedSize(store) }
+        let final = newHasher.map { hasher in var hasher = hasher; return hasher.finalize() } ?? digests
+        hashing.withLock { $0.digests = DocumentMetadata.SegmentDigests(interval: newInterval, digests: final) }
+    }
+
+    /// The store changed size while it was hashed.
+    private static func changedSize(_ store: StoreBytes) -> DocumentError {
+        DocumentError(.sizeMismatch, path: store.path,
+                      reason: "the store changed size while it was being saved; nothing was replaced")
     }
 
     /// The CRC-32 of restart segment `index` when its compressed bytes are reused; `nil` when it is deflated.

@@ -121,10 +121,13 @@ extension Document {
                 return try openQueue(copy.store, readOnly: true)
             }
             do {
+                let working: any WorkingStore = try store.registration.map {
+                    ServedWorkingStore($0, workingCopy: copy, logger: options.logger)
+                } ?? ExtractedWorkingStore(path: path, workingCopy: copy, options: options, loan: nil)
                 return try Document(path: path, isReadOnly: true, editingDisabled: true, metadata: reader.metadata,
                                     queue: store.queue, documentLock: nil, workingCopy: copy, workingCopyLock: lock,
                                     options: options, conversionReport: nil, appliedMigrations: [],
-                                    hasUnsavedChanges: false, inPlace: store.registration)
+                                    hasUnsavedChanges: false, store: working)
             } catch {
                 try? store.queue.close()  // Squash close error of a read-only connection.
                 throw error
@@ -164,11 +167,12 @@ extension Document {
         }
         let copyLock = try lockWorkingCopy(copy)
         var queue: DatabaseQueue?
+        var working: (any WorkingStore)?
         let document: Document
         var needsSave = false
         do {
             let store = try openWorkingStore(copy, reader: reader, route: route, leftover: leftover, options: options)
-            queue = store.queue
+            (queue, working) = (store.queue, store.working)
             var metadata = reader.metadata
             var applied: [String] = []
             if let migrator = options.migrations {
@@ -179,12 +183,12 @@ extension Document {
                                     metadata: metadata, queue: store.queue, documentLock: documentLock,
                                     workingCopy: copy, workingCopyLock: copyLock, options: options,
                                     conversionReport: report, appliedMigrations: applied,
-                                    hasUnsavedChanges: store.hasChanges, segmentLoan: store.loan,
-                                    overlay: store.overlay)
+                                    hasUnsavedChanges: store.hasChanges, store: store.working)
         } catch {
             // > No document was made: the connection, the folder and the lock are still this function's. A folder
             // > kept for recovery stays: its changes are in no bundle.
             try? queue?.close()  // Squash close error: the working copy is removed next.
+            working?.close()
             if leftover == .none {
                 try? WorkingCopy.remove(copy.directory)  // Cleanup after a first error: the bundle is untouched.
             }
@@ -208,27 +212,35 @@ extension Document {
     /// is recovered); recovered or made afresh as `leftover` says.
     private static func openWorkingStore(_ copy: WorkingCopy, reader: BundleReader, route: StoreRoute,
                                          leftover: Leftover, options: OpenOptions)
-    throws -> (queue: DatabaseQueue, hasChanges: Bool, loan: SegmentLoan?,
-               overlay: (registration: OverlayStore.Registration, base: BundleReader?)?) {
+    throws -> (queue: DatabaseQueue, hasChanges: Bool, working: any WorkingStore) {
         if case .overlay(let hasChanges) = leftover {
             // > A crashed overlay is recovered whatever the route: over the bundle served in place, or, when this
             // > open's limits do not serve it so, over a verified copy of its store.
-            let base: OverlayBase
+            let base: OverlayWorkingStore.Base
             if case .inPlace(let plan) = route { base = .inPlace(plan) } else { base = .extracted }
-            let opened = try openOverlay(copy, reader: reader, base: base, recovering: true)
-            return (opened.queue, hasChanges, nil, (opened.registration, opened.base))
+            let opened = try OverlayWorkingStore.open(copy, reader: reader, base: base, recovering: true,
+                                                      options: options)
+            return (opened.queue, hasChanges, opened.store)
         }
         if leftover == .none, case .inPlace(let plan) = route {
-            let opened = try openOverlay(copy, reader: reader, base: .inPlace(plan), recovering: false)
+            let opened = try OverlayWorkingStore.open(copy, reader: reader, base: .inPlace(plan), recovering: false,
+                                                      options: options)
             options.logger.debug("\(reader.path): the store is served from the bundle, changes kept in an overlay")
-            return (opened.queue, false, nil, (opened.registration, opened.base))
+            return (opened.queue, false, opened.store)
         }
         var loan: SegmentLoan?
         if leftover == .none {
             loan = try reader.extractVerifying(into: copy.content, forReuse: options.savesIncrementally).1
             try copy.writeBase(WorkingCopy.Base(bundle: reader.path.string, storeDigest: reader.metadata.store.contentDigest))
         }
-        return (try openQueue(copy.store, readOnly: false), leftover == .extracted, loan, nil)
+        let queue = try openQueue(copy.store, readOnly: false)
+        do {
+            let working = try ExtractedWorkingStore(path: reader.path, workingCopy: copy, options: options, loan: loan)
+            return (queue, leftover == .extracted, working)
+        } catch {
+            try? queue.close()  // Squash close error: the first error is what counts.
+            throw error
+        }
     }
 
     /// Refuses to open for writing a bundle this process may not write (`faccessat(2)` with the effective ids: its

@@ -5,7 +5,6 @@ import Darwin
 #endif
 import Foundation
 import GRDB
-import GRDBSQLite
 import Logging
 import SystemPackage
 
@@ -171,18 +170,6 @@ public final class Document: Sendable {
         var continuations: [UUID: AsyncStream<State>.Continuation] = [:]
         /// The working copy's `.lock`, held while this document uses it; its inode is this open's ownership token.
         var workingCopyLock: FileDescriptor?
-        /// The working copy's store, read only for its file change counter (never through SQLite); closed by
-        /// `close()`.
-        var storeHeader: FileDescriptor?
-        /// For a writable document whose store is served from the bundle (FORMAT.md 16.2): the store SQLite sees,
-        /// base and overlay composed, and the reader of the bundle its base is; `nil` once closed.
-        var overlay: OverlayStore?
-        var overlayBase: BundleReader?
-        /// The registration of the overlay SQLite opened; released by `close()`, with the overlay's files.
-        var overlayRegistration: OverlayStore.Registration?
-        /// The loan of the bundle file made when this open last verified all of it (extracted it, or wrote it): a
-        /// save reuses its unchanged segments while the file at ``path`` still holds it.
-        var segmentLoan: SegmentLoan?
         /// How the last save of this open wrote the store.
         var lastSave: SaveReport?
         /// Why the last save failed, until one succeeds.
@@ -195,18 +182,16 @@ public final class Document: Sendable {
 
     let guarded: Protected<Guarded>
     private let documentLock: DocumentLock?
-    /// For a read-only document whose store SQLite reads straight from the bundle (no working copy of the store):
-    /// the registration of the VFS file it reads, which ``revert()`` points at the bundle as it is now. Kept as long
-    /// as the document, and with it the bundle's descriptor; released with the document.
-    private let inPlace: StoreSlot.Registration?
+    /// How the store is held (served from the bundle, extracted, or through an overlay): everything that depends on
+    /// it is asked of this.
+    let store: any WorkingStore
     let workingCopy: WorkingCopy
     let options: OpenOptions
 
     init(path: FilePath, isReadOnly: Bool, editingDisabled: Bool, metadata: DocumentMetadata, queue: DatabaseQueue,
          documentLock: DocumentLock?, workingCopy: WorkingCopy, workingCopyLock: FileDescriptor, options: OpenOptions,
          conversionReport: ConversionReport?, appliedMigrations: [String], hasUnsavedChanges: Bool,
-         segmentLoan: SegmentLoan? = nil, inPlace: StoreSlot.Registration? = nil,
-         overlay: (registration: OverlayStore.Registration, base: BundleReader?)? = nil) throws {
+         store: any WorkingStore) throws {
         self.path = path
         self.isReadOnly = isReadOnly
         self.documentLock = documentLock
@@ -214,37 +199,23 @@ public final class Document: Sendable {
         self.options = options
         self.conversionReport = conversionReport
         self.appliedMigrations = appliedMigrations
-        self.inPlace = inPlace
-        // > A store read in place has no working copy: its document is read-only, and never edited. One served
-        // > through an overlay has no file of its own: its counter is read through the overlay.
-        let header = inPlace == nil && overlay == nil ? try FileSystem.openForReading(workingCopy.store) : nil
-        let counter: UInt32?
-        do {
-            if let store = overlay?.registration.store {
-                counter = try hasUnsavedChanges ? nil : Self.changeCounter(store)
-            } else {
-                counter = try hasUnsavedChanges ? nil : header.map { try Self.changeCounter($0, path: workingCopy.store) }
-            }
-        } catch {
-            try? header?.close()  // Squash close error: the first error is what counts.
-            throw error
-        }
+        self.store = store
+        // > A read-only document is never edited: its counter is never compared (and a store served from the
+        // > bundle is not read for it).
+        let counter = hasUnsavedChanges || isReadOnly ? nil : try store.changeCounter()
         self.guarded = Protected(Guarded(
             state: editingDisabled ? .editingDisabled : (hasUnsavedChanges ? .hasUnsavedChanges : .normal),
-            metadata: metadata, queue: queue, savedChangeCounter: counter, workingCopyLock: workingCopyLock,
-            storeHeader: header, overlay: overlay?.registration.store, overlayBase: overlay?.base,
-            overlayRegistration: overlay?.registration,
-            segmentLoan: segmentLoan))
+            metadata: metadata, queue: queue, savedChangeCounter: counter, workingCopyLock: workingCopyLock))
         let observer = ChangeObserver()  // GRDB keeps it for the connection's life
         observer.document = self
         queue.inDatabase { db in db.add(transactionObserver: observer, extent: .databaseLifetime) }
     }
 
     deinit {
-        let (queue, copyLock, header) = guarded.withLock { ($0.queue, $0.workingCopyLock, $0.storeHeader) }
+        let (queue, copyLock) = guarded.withLock { ($0.queue, $0.workingCopyLock) }
         try? queue?.close()  // Squash close error: the document was not closed explicitly.
         try? copyLock?.close()  // Squash close error: releasing the lock is all that matters.
-        try? header?.close()  // Squash close error of a read-only descriptor.
+        store.close()
         documentLock?.release()
     }
 
@@ -263,7 +234,7 @@ public final class Document: Sendable {
     /// For a read-only document, whose store SQLite reads straight from the bundle: why the last failed read of
     /// the store failed (a segment that does not match its digest, with the bundle, the entry and the segment named),
     /// once one has. SQLite reports such a read to the app as an I/O error (`SQLITE_IOERR`); never as a wrong row.
-    public var storeReadFailure: DocumentError? { inPlace?.slot.source.failure }
+    public var storeReadFailure: DocumentError? { store.readFailure }
 
     /// Whether a save is running now.
     var isSaving: Bool { guarded.withLock { $0.isSaving } }
@@ -371,21 +342,20 @@ public final class Document: Sendable {
     /// Saves; runs in a barrier of the queue, so every write accepted before it is in what it saves and no commit
     /// falls between the save and its mark.
     private func saveHoldingWriters(_ db: Database) throws {
-        let (metadata, state, overlay) = guarded.withLock { ($0.metadata, $0.state, $0.overlay) }
+        let (metadata, state) = guarded.withLock { ($0.metadata, $0.state) }
         guard state != .closed else { throw closedError() }
         guard state != .editingDisabled else {
             throw DocumentError(.readOnly, path: path, reason: "is open read-only; it cannot be saved")
         }
         do {
-            let (saved, report) = try overlay.map { try saveOverlay($0, metadata: metadata, db) }
-                ?? saveExtracted(metadata: metadata)
+            let (saved, report) = try store.save(metadata: metadata, folders: workingFolders(), db)
             options.logger.info("saved \(path): \(report)")
             guarded.withLock {
                 $0.lastSave = report
                 $0.lastSaveError = nil
             }
             try workingCopy.writeBase(WorkingCopy.Base(bundle: path.string, storeDigest: saved.store.contentDigest))
-            let counter = try currentChangeCounter()
+            let counter = try store.changeCounter()
             guarded.withLock {
                 $0.metadata = saved
                 $0.savedChangeCounter = counter
@@ -404,24 +374,13 @@ public final class Document: Sendable {
         }
     }
 
-    /// The bundle's external data and additional content as the working copy holds them, with `store`.
-    func workingContent(store: FilePath) -> BundleContent {
+    /// The bundle's external data and additional content as the working copy holds them.
+    func workingFolders() -> BundleContent {
         BundleContent(
-            store: store,
+            store: workingCopy.store,
             externalData: FileSystem.isDirectory(workingCopy.externalData) ? workingCopy.externalData : nil,
             additionalContent: FileSystem.isDirectory(workingCopy.additionalContent)
                 ? workingCopy.additionalContent : nil)
-    }
-
-    /// Writes the bundle from an extracted working copy (16.1: reusing the segments of the bundle this open last
-    /// verified, while it is still there) and renames it into place; the metadata written and how.
-    private func saveExtracted(metadata: DocumentMetadata) throws -> (DocumentMetadata, SaveReport) {
-        let loan = options.savesIncrementally ? guarded.withLock { $0.segmentLoan } : nil
-        let staged = try BundleWriter.stage(workingContent(store: workingCopy.store), metadata: metadata, to: path,
-                                            replacingExisting: true, options: options.saving, reusing: loan)
-        let written = try staged.commit()
-        guarded.withLock { $0.segmentLoan = written }
-        return (staged.metadata, staged.report)
     }
 
     /// Throws away unsaved changes: the bundle's content is copied back into the working copy.
@@ -435,44 +394,28 @@ public final class Document: Sendable {
     public func revert() async throws {
         let queue = try openQueue()
         let reader = try BundleReader(at: path, limits: options.limits)
-        if let inPlace {
-            try await reload(inPlace.slot, from: reader, queue: queue)
-            return
-        }
-        if let overlay = guarded.withLock({ $0.overlay }) {
-            return try await revertOverlay(overlay, to: reader, queue: queue)
-        }
-        let scratch = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "revert-")
-        defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the revert's outcome is what counts.
-        let (extracted, loan) = try reader.extractVerifying(into: scratch.appending("content"),
-                                                                forReuse: options.savesIncrementally)
-        var configuration = Configuration()
-        configuration.readonly = true
-        let source = try DatabaseQueue(path: extracted.store.string, configuration: configuration)
-        defer { try? source.close() }  // Squash close error of a read-only connection.
         if isReadOnly {
-            // > The read-only connection cannot be written: a connection of our own copies the pages into the same
-            // > file, and the read-only one reads them at its next access (SQLite checks the file change counter).
-            let target = try DatabaseQueue(path: workingCopy.store.string)
-            try source.backup(to: target)
-            try target.close()
-            try await queue.read { db in db.clearSchemaCache() }
+            try await store.reload(from: reader, queue: queue, replacing: metadata.store.contentDigest) { [self] in
+                guard guarded.withLock({ $0.state != .closed }) else { throw closedError() }
+            }
             guarded.withLock { $0.metadata = reader.metadata }
             publish(.editingDisabled)
             return
         }
+        let scratch = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "revert-")
+        defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the revert's outcome is what counts.
+        let prepared = try store.prepareRevert(to: reader, scratch: scratch.appending("content"))
         let isCurrent = try await queue.barrierWriteWithoutTransaction { db -> Bool in
             guard self.guarded.withLock({ $0.state != .closed }) else { throw self.closedError() }
             // > A save (an autosave) may have replaced the bundle since it was read: revert to the one there now.
             guard Self.identity(of: self.path) == reader.openedIdentity else { return false }
-            try source.read { sourceDB in try sourceDB.backup(to: db) }
-            try self.replaceFolders(from: extracted)
-            let counter = try self.currentChangeCounter()
+            try prepared.apply(db, replacing: self.metadata.store.contentDigest)
+            try self.replaceFolders(from: prepared.folders)
+            let counter = try self.store.changeCounter()
             self.guarded.withLock {
                 $0.metadata = reader.metadata
                 $0.savedChangeCounter = counter
                 $0.savedGeneration += 1
-                $0.segmentLoan = loan
                 if $0.state != .editingDisabled { $0.state = .normal }
             }
             try self.workingCopy.writeBase(WorkingCopy.Base(bundle: self.path.string,
@@ -493,42 +436,6 @@ public final class Document: Sendable {
         guard let descriptor = try? FileSystem.openForReading(path) else { return nil }
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
         return FileIdentity(descriptor)
-    }
-
-    /// Points a read-only document's store, read in place, at the bundle as it is now: the bundle served segment by
-    /// segment when it allows, its store extracted into the working folder otherwise. SQLite reads the new header's
-    /// change counter at its next read and drops its page cache; the caches are released now too.
-    private func reload(_ slot: StoreSlot, from reader: BundleReader, queue: DatabaseQueue) async throws {
-        var folder: FilePath?
-        // > An extracted store is removed once open: the descriptor keeps it readable, and nothing piles up revert
-        // > after revert.
-        defer { if let folder { try? FileSystem.removeTree(folder) } }  // Squash cleanup error: the reload counts.
-        let source = try ReadOnlyStore.source(reader, cacheSize: BundleStore.defaultCacheSize,
-                                              logger: options.logger) {
-            let made = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "reloaded-")
-            folder = made
-            return try reader.extract(into: made.appending("content"), permissions: [.ownerReadWrite]).store
-        }
-        // > SQLite tells stores apart by their header (change counter, page count, free list, schema cookie): one that
-        // > agrees on all of them but holds other bytes would be read with the old one's cached pages and schema.
-        if reader.metadata.store.contentDigest != metadata.store.contentDigest {
-            var old = [UInt8](repeating: 0, count: 20), new = [UInt8](repeating: 0, count: 20)
-            let oldCount = try old.withUnsafeMutableBytes { try slot.source.read(into: $0.baseAddress!, count: 20, at: 24) }
-            let newCount = try new.withUnsafeMutableBytes { try source.read(into: $0.baseAddress!, count: 20, at: 24) }
-            if oldCount == 20, newCount == 20, old == new {
-                throw DocumentError(.ioFailure, path: path,
-                                    reason: "the bundle now holds another store whose SQLite header cannot be told from the open one's; close the document and open it again")
-            }
-        }
-        // > Swapped while the queue runs nothing else: no read sees pages of both stores, none starts with stale ones.
-        try await queue.writeWithoutTransaction { db in
-            guard self.guarded.withLock({ $0.state != .closed }) else { throw self.closedError() }
-            slot.replace(with: source)
-            db.clearSchemaCache()
-            _ = sqlite3_db_release_memory(db.sqliteConnection)
-        }
-        guarded.withLock { $0.metadata = reader.metadata }
-        publish(.editingDisabled)
     }
 
     /// Puts the bundle's external data and additional content in place of the working copy's.
@@ -580,17 +487,11 @@ public final class Document: Sendable {
             throw error
         }
         try? queue.close()  // Squash close error: nothing is pending, and the copy is removed next.
-        let (copyLock, header) = guarded.withLock { guarded -> (FileDescriptor?, FileDescriptor?) in
-            defer {
-                guarded.workingCopyLock = nil
-                guarded.storeHeader = nil
-                guarded.overlay = nil
-                guarded.overlayBase = nil
-                guarded.overlayRegistration = nil
-            }
-            return (guarded.workingCopyLock, guarded.storeHeader)
+        store.close()
+        let copyLock = guarded.withLock { guarded -> FileDescriptor? in
+            defer { guarded.workingCopyLock = nil }
+            return guarded.workingCopyLock
         }
-        try? header?.close()  // Squash close error of a read-only descriptor.
         if let copyLock, Self.ownsWorkingCopy(copyLock, workingCopy) {
             try? WorkingCopy.remove(workingCopy.directory)  // its .lock last: a crash leaves a removable folder
         }
@@ -634,7 +535,7 @@ public final class Document: Sendable {
     }
 
     /// The working copy's change counter, for the autosave loop (`nil` when it cannot be read).
-    var changeCounterNow: UInt32? { try? currentChangeCounter() }
+    var changeCounterNow: UInt32? { try? store.changeCounter() }
 
     /// Tells the observers of ``stateChanges`` about a new state; nothing once the document is closed (``close``
     /// says ``State/closed`` last).
@@ -647,7 +548,7 @@ public final class Document: Sendable {
     /// transaction observers): the first change after a save makes the document edited.
     fileprivate func noticeChanges() {
         guard let generation = guarded.withLock({ $0.state == .normal ? $0.savedGeneration : nil }) else { return }
-        guard let counter = try? currentChangeCounter() else {
+        guard let counter = try? store.changeCounter() else {
             return  // unreadable header: the next commit tries again, and the save reads the store itself
         }
         let changed = guarded.withLock { guarded -> Bool in
@@ -658,26 +559,6 @@ public final class Document: Sendable {
             return true
         }
         if changed { publish(.hasUnsavedChanges) }
-    }
-
-    /// The working copy's change counter now (the descriptor is read under the lock, so `close()` cannot close it
-    /// in between).
-    func currentChangeCounter() throws -> UInt32 {
-        try guarded.withLock { guarded in
-            if let overlay = guarded.overlay { return try Self.changeCounter(overlay) }
-            guard let storeHeader = guarded.storeHeader else { throw closedError() }
-            return try Self.changeCounter(storeHeader, path: workingCopy.store)
-        }
-    }
-
-    /// SQLite's file change counter (header bytes 24-27): in rollback-journal mode, every transaction that changes
-    /// the file (rows, schema, pragmas that write, `VACUUM`) increments it; nothing else does.
-    static func changeCounter(_ descriptor: FileDescriptor, path: FilePath) throws -> UInt32 {
-        let bytes = try FileSystem.read(descriptor, at: 24, count: 4, path: path)
-        guard bytes.count == 4 else {
-            throw DocumentError(.storeCorrupt, path: path, reason: "the working copy's header is cut short")
-        }
-        return bytes.reduce(0) { $0 << 8 | UInt32($1) }
     }
 
     static func openQueue(_ store: FilePath, readOnly: Bool) throws -> DatabaseQueue {

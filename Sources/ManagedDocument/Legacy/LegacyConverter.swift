@@ -228,16 +228,9 @@ public struct LegacyConverter: Sendable {
             : (recovered.isCoreData ? .coreDataSQLite : .sqlite)
         let metadata = newMetadata(legacy, kind: kind, files: files, recovered: recovered,
                                    packageMetadata: extra.packageMetadata, warnings: warnings)
-        let staged = try BundleWriter.stage(
-            BundleContent(store: snapshot.store, externalData: legacy.externalData, additionalContent: extra.additionalContent),
-            metadata: metadata, to: target, options: writingOptions, storeFacts: recovered.facts,
-            permissionsOf: legacy.store, storeImage: image, hashingStoreWhole: snapshot.isInPlace,
-            completingMetadata: { metadata, store in
-                // > Read in place, the main file's SHA-256 is that of the bytes just packed (one read, under the lock).
-                let files = try snapshot.completingMainFile(in: metadata.provenance?.files ?? [], sha256: store.sha256,
-                                                            size: store.size, legacy: legacy)
-                metadata.provenance?.files = files
-            })
+        let staged = try BundleWriter.stage(packing(legacy, snapshot: snapshot, image: image, metadata: metadata,
+                                                    additionalContent: extra.additionalContent,
+                                                    facts: recovered.facts, to: target))
         // Check: the bundle takes its name only once the copy passed SQLite's integrity check.
         if let check { recovered.facts = try check.result() }
         try staged.commit()
@@ -259,6 +252,29 @@ public struct LegacyConverter: Sendable {
     }
 
     // MARK: Steps of a conversion
+
+    /// Pack: the bundle of `snapshot`'s store (its `image` when it was read whole already) with the legacy store's
+    /// external data and `additionalContent`, no more readable than the store was.
+    private func packing(_ legacy: LegacyStore, snapshot: SourceSnapshot, image: StoreImage?,
+                         metadata: DocumentMetadata, additionalContent: FilePath?, facts: StoreFacts,
+                         to target: FilePath) -> BundleWriter.Request {
+        var request = BundleWriter.Request(
+            image.map { .image($0, path: snapshot.store) } ?? .file(snapshot.store),
+            folders: BundleContent(store: snapshot.store, externalData: legacy.externalData,
+                                   additionalContent: additionalContent),
+            metadata: metadata, to: target, options: writingOptions)
+        request.storeFacts = facts
+        request.permissionsOf = legacy.store
+        request.hashingStoreWhole = snapshot.isInPlace
+        request.completingMetadata = { metadata, store in
+            // > Read in place, the main file's SHA-256 is that of the bytes just packed (one read, under the lock).
+            let files = try snapshot.completingMainFile(in: metadata.provenance?.files ?? [], sha256: store.sha256,
+                                                        size: store.size, legacy: legacy)
+            metadata.provenance?.files = files
+        }
+        return request
+    }
+
 
     /// Check: the store's facts as SQLite reads them (after recovery, for a copy), and its integrity check: before
     /// anything is written for a small store; for a large one (`inBackground`), on a thread of its own while the

@@ -98,7 +98,7 @@ public enum LegacyDetector {
         }
         if status.size == 0 { return .notAStore(reason: "an empty file") }
         let head = try readHead(path, count: 64)
-        if StoreInspector.hasSQLiteHeader(head) {
+        if StoreHeader.hasMagic(head) {
             if status.size < 512 {
                 return .notAStore(reason: "too short to be a SQLite database (\(status.size) bytes)")
             }
@@ -155,7 +155,7 @@ public enum LegacyDetector {
     }
 
     static func hasSQLiteHeader(_ path: FilePath) throws -> Bool {
-        StoreInspector.hasSQLiteHeader(try readHead(path, count: 16))
+        StoreHeader.hasMagic(try readHead(path, count: 16))
     }
 
     static func readHead(_ path: FilePath, count: Int) throws -> [UInt8] {

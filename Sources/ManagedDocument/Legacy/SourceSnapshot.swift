@@ -108,12 +108,12 @@ struct SourceSnapshot {
         let main = try FileSystem.openForReading(legacy.store)
         var keepsMainOpen = false
         defer { if !keepsMainOpen { try? main.close() } }  // Squash close error of a read-only descriptor (its locks go with it).
-        let header = try FileSystem.read(main, at: 0, count: 100, path: legacy.store)
-        guard StoreInspector.hasSQLiteHeader(header), header.count == 100 else {
+        guard let header = StoreHeader(try FileSystem.read(main, at: 0, count: StoreHeader.length,
+                                                           path: legacy.store)) else {
             throw DocumentError(.notSQLite, path: legacy.store, reason: "is not a SQLite database")
         }
         // > SQLite replays a -wal it finds even when the header says rollback journal: so is it taken here.
-        var isWAL = StoreInspector.isWAL(header: header)
+        var isWAL = header.isWAL
         if !isWAL, let wal = legacy.sidecar("-wal"), (try FileSystem.status(wal))?.size ?? 0 > 0 { isWAL = true }
         var copies: [(FilePath, String)] = [(legacy.store, "persistentStore")]
         var walStamps: [FileStamp] = []
@@ -132,11 +132,11 @@ struct SourceSnapshot {
             }
             _ = try lock(main, type: F_UNLCK, start: pendingByte, length: 1, path: legacy.store)
             // > The store may have turned to WAL between the header's read and the lock: look again, under the lock.
-            let locked = try FileSystem.read(main, at: 0, count: 100, path: legacy.store)
-            guard locked.count == 100 else {
+            guard let locked = StoreHeader(try FileSystem.read(main, at: 0, count: StoreHeader.length,
+                                                               path: legacy.store)) else {
                 throw DocumentError(.notSQLite, path: legacy.store, reason: "is not a SQLite database (cut short)")
             }
-            if StoreInspector.isWAL(header: locked) { return nil }
+            if locked.isWAL { return nil }
             if let wal = legacy.sidecar("-wal"), (try FileSystem.status(wal))?.size ?? 0 > 0 { return nil }
             if let journal = legacy.sidecar("-journal"),
                try !isLocked(main, start: reservedByte, length: 1, path: legacy.store),
@@ -155,7 +155,7 @@ struct SourceSnapshot {
                 }
                 keepsMainOpen = true
                 // > The main file's stamp is what the locked descriptor just said (status, first bytes): not read again.
-                let stamps = [FileStamp(legacy.store, status: status, head: locked),
+                let stamps = [FileStamp(legacy.store, status: status, head: locked.bytes),
                               try FileStamp(FilePath(legacy.store.string + "-wal"), headCount: 32)]
                 return SourceSnapshot(files: files, store: legacy.store, lock: main, stamps: stamps)
             }

@@ -21,7 +21,7 @@ enum StoreConsolidator {
     ///   ``DocumentError/Code/storeCorrupt`` or ``DocumentError/Code/verificationFailed``.
     static func consolidate(_ source: FilePath, into destination: FilePath,
                             busyTimeout: Double = 5) throws -> Result {
-        _ = try StoreInspector.header(of: source)
+        _ = try StoreHeader(of: source)
         var sourceConfiguration = Configuration()
         sourceConfiguration.readonly = true
         sourceConfiguration.busyMode = .timeout(busyTimeout)

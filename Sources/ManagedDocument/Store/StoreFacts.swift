@@ -21,49 +21,6 @@ public struct StoreFacts: Sendable, Equatable {
 
 /// Checks and facts about SQLite store files, read through GRDB.
 enum StoreInspector {
-    static let sqliteHeader = Array("SQLite format 3\u{0}".utf8)
-
-    /// Whether the first 16 bytes are SQLite's header.
-    static func hasSQLiteHeader(_ bytes: [UInt8]) -> Bool {
-        bytes.count >= 16 && Array(bytes[0..<16]) == sqliteHeader
-    }
-
-    /// Reads the 100-byte database header; throws ``DocumentError/Code/notSQLite`` when it is not one.
-    static func header(of path: FilePath, entry: String? = nil, bundle: FilePath? = nil) throws -> [UInt8] {
-        let descriptor = try FileSystem.openForReading(path)
-        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
-        return try header(try FileSystem.read(descriptor, at: 0, count: 100, path: path), of: path, entry: entry,
-                          bundle: bundle)
-    }
-
-    /// `bytes`, the first 100 bytes of the store at `path` read already, when they are a database header; throws
-    /// ``DocumentError/Code/notSQLite`` otherwise.
-    static func header(_ bytes: [UInt8], of path: FilePath, entry: String? = nil, bundle: FilePath? = nil) throws
-        -> [UInt8] {
-        guard hasSQLiteHeader(bytes), bytes.count == 100 else {
-            throw DocumentError(.notSQLite, path: bundle ?? path, entry: entry,
-                                reason: "is not a SQLite database (no SQLite header)")
-        }
-        return bytes
-    }
-
-    /// Whether the header's read and write versions say WAL (bytes 18 and 19 equal to 2).
-    static func isWAL(header: [UInt8]) -> Bool { header[18] == 2 || header[19] == 2 }
-
-    /// The size the database says it has in its 100-byte header: page size (bytes 16-17, 1 meaning 65536) times the
-    /// in-header page count (bytes 28-31), when that count is valid (non-zero, and bytes 92-95 equal the change
-    /// counter at 24-27, as every SQLite since 3.7.0 writes it); `nil` when the header does not say.
-    static func declaredSize(header: [UInt8]) -> UInt64? {
-        guard header.count >= 100, hasSQLiteHeader(header) else { return nil }
-        func be32(_ offset: Int) -> UInt32 { header[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) } }
-        let rawPageSize = UInt32(header[16]) << 8 | UInt32(header[17])
-        let pageSize: UInt64 = rawPageSize == 1 ? 65536 : UInt64(rawPageSize)
-        guard pageSize >= 512, pageSize & (pageSize - 1) == 0 else { return nil }
-        let pages = be32(28)
-        guard pages > 0, be32(92) == be32(24) else { return nil }
-        return pageSize * UInt64(pages)
-    }
-
     /// How far a packed store may run past the size its header declares before a reader refuses it: twice the
     /// declared size plus 1 MiB (an honest store has at most a little junk after its last page; a valid header
     /// followed by a gigabyte of zeros is a decompression bomb).
@@ -189,7 +146,7 @@ enum StoreInspector {
     /// - Parameter immutableURI: how to open a store read in place (a legacy store under the converter's lock).
     static func inspectSelfContained(_ path: FilePath, fullCheck: Bool, bundle: FilePath? = nil,
                                      entry: String? = nil, immutableURI: String? = nil) throws -> StoreFacts {
-        try inspectSelfContained(header(of: path, entry: entry, bundle: bundle), path: path, bundle: bundle,
+        try inspectSelfContained(StoreHeader(of: path, entry: entry, bundle: bundle), path: path, bundle: bundle,
                                  entry: entry, fullCheck: fullCheck) {
             try openReadOnly(path, isPrivate: true, immutableURI: immutableURI)
         }
@@ -198,15 +155,15 @@ enum StoreInspector {
     /// ``inspectSelfContained(_:fullCheck:bundle:entry:immutableURI:)`` with the full check, of a store's bytes read
     /// whole into memory (`image`, read from `path`): SQLite checks those bytes, not the file.
     static func inspectSelfContained(_ image: StoreImage, path: FilePath) throws -> StoreFacts {
-        try inspectSelfContained(header(Array(image.bytes.prefix(100)), of: path), path: path, bundle: nil,
+        try inspectSelfContained(StoreHeader(checking: Array(image.bytes.prefix(StoreHeader.length)), of: path), path: path, bundle: nil,
                                  entry: nil) {
             try openInMemory(image)
         }
     }
 
-    private static func inspectSelfContained(_ header: [UInt8], path: FilePath, bundle: FilePath?, entry: String?,
+    private static func inspectSelfContained(_ header: StoreHeader, path: FilePath, bundle: FilePath?, entry: String?,
                                              fullCheck: Bool = true, opening open: () throws -> DatabaseQueue) throws -> StoreFacts {
-        if isWAL(header: header) {
+        if header.isWAL {
             throw DocumentError(.storeInWALMode, path: bundle ?? path, entry: entry,
                                 reason: "the store is in WAL mode, which a bundle must not be at rest")
         }

@@ -217,7 +217,7 @@ extension Document {
     /// overlay composes written out beside it (a writable document served from its bundle has no store file).
     var workingCopyStoreForTests: FilePath {
         get throws {
-            guard let overlay = guarded.withLock({ $0.overlay }) else { return workingCopy.store }
+            guard let overlay = try (store as? OverlayWorkingStore)?.overlay() else { return workingCopy.store }
             let composed = workingCopy.directory.appending("composed-for-tests")
             try Fixtures.write(try overlay.bytes(at: 0, count: Int(overlay.logicalSize)), to: composed)
             return composed

@@ -48,9 +48,10 @@ struct SegmentReuseTests {
     -> (FileIdentity, SaveReport) {
         var options = WritingOptions(compression: .deflate(level: 2))
         options.compressionThreads = 2
-        let staged = try BundleWriter.stage(BundleContent(store: store), metadata: DocumentMetadata(), to: bundle,
-                                            replacingExisting: true, options: options,
-                                            reusing: reusing.flatMap(SegmentLoan.init(written:)))
+        var request = BundleWriter.Request(.file(store, reusing: reusing.flatMap(SegmentLoan.init(written:))),
+                                           metadata: DocumentMetadata(), to: bundle, options: options)
+        request.replacingExisting = true
+        let staged = try BundleWriter.stage(request)
         let identity = try #require(try staged.commit()).identity
         return (identity, staged.report)
     }

@@ -162,7 +162,7 @@ extension HostileBundleTests {
         try await withTemporaryDirectory { directory in
             var parts = try ZipSurgery.makeParts(in: directory)
             parts.metadata.store.deflateRestarts = nil
-            let declared = StoreInspector.declaredSize(header: Array(parts.store.prefix(100)))
+            let declared = StoreHeader(Array(parts.store.prefix(100)))?.declaredSize
             #expect(declared == UInt64(parts.store.count), "the fixture's header states its size")
             parts.replaceStore(parts.store + [UInt8](repeating: 0, count: 64 << 20))
             let bundle = directory.appending("Padded.mdz")

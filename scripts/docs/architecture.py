@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Fails when the DocC article Architecture.md names a file or a type that the code does not have.
+
+    scripts/docs/architecture.py [ARTICLE]
+
+What it checks, in the article (default Sources/ManagedDocument/ManagedDocument.docc/Architecture.md):
+- every path in backquotes that ends in `.swift` or names a folder (`Bundle/InPlace/`, `Support/FileIO.swift`) exists,
+  under Sources/ManagedDocument/ (or, failing that, anywhere in the repository, for `scripts/...`), or, when it is a
+  bare file name, somewhere under Sources/;
+- every identifier in backquotes that looks like a type (UpperCamelCase, alone or before `.member`, `(`, `<`) is
+  declared by a `struct`, `class`, `enum`, `protocol`, `actor` or `typealias` in Sources/, or is one of the few
+  types of the dependencies the article names (EXTERNAL); for `Type.member`, a member of that name is declared in
+  Sources/ too (a `func`, `var`, `let`, `case`, `init` or nested type);
+- every DocC symbol link (double backquotes) names a type declared in Sources/ (DocC checks the rest of the link
+  when it builds the catalog).
+Run by scripts/docs.sh; exit 0 when clean, 1 listing what is missing.
+"""
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = ROOT / "Sources"
+LIBRARY = SOURCES / "ManagedDocument"
+ARTICLE = LIBRARY / "ManagedDocument.docc" / "Architecture.md"
+
+# Types of the dependencies and the platform that the article names on purpose.
+EXTERNAL = {"Mutex", "Stat", "FileDescriptor", "Errno", "FilePath", "DatabaseQueue", "DatabasePool",
+            "DatabaseMigrator", "Database", "Sendable", "Thread", "DispatchSemaphore", "DispatchQueue", "Logger",
+            "SHA256", "Task", "AsyncStream", "Data", "Date", "URL", "Value", "UIManagedDocument", "UIDocument",
+            "ValueObservation", "TransactionObserver"}
+
+TYPE_DECLARATION = re.compile(r"\b(?:struct|class|enum|protocol|actor|typealias)\s+([A-Z]\w*)")
+MEMBER_DECLARATION = re.compile(r"\b(?:func|var|let|case|struct|class|enum|protocol|typealias)\s+`?(\w+)")
+INITIALIZER = re.compile(r"\binit\b")
+CODE_SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+SYMBOL_LINK = re.compile(r"``([^`\n]+)``")
+TYPE_TOKEN = re.compile(r"^([A-Z][A-Za-z0-9]*)(?:\.([A-Za-z_]\w*))?(?:[(<].*)?$")
+
+
+def declarations():
+    types, members = set(), set()
+    for path in SOURCES.rglob("*.swift"):
+        text = path.read_text(errors="replace")
+        types.update(TYPE_DECLARATION.findall(text))
+        members.update(MEMBER_DECLARATION.findall(text))
+        if INITIALIZER.search(text):
+            members.add("init")
+    return types, members
+
+
+def path_exists(token: str, file_names: set[str]) -> bool:
+    candidate = token.rstrip("/")
+    if "/" not in candidate:
+        return candidate in file_names
+    return any((base / candidate).exists() for base in (LIBRARY, SOURCES, ROOT))
+
+
+def main() -> int:
+    article = Path(sys.argv[1]) if len(sys.argv) > 1 else ARTICLE
+    text = article.read_text()
+    types, members = declarations()
+    file_names = {p.name for p in SOURCES.rglob("*.swift")}
+    problems = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        # Symbol links first, then the single-backquoted spans left once they are blanked out.
+        for link in SYMBOL_LINK.findall(line):
+            head = re.split(r"[/.(<]", link, maxsplit=1)[0]
+            if head and head[0].isupper() and head not in types and head not in EXTERNAL:
+                problems.append(f"{article.name}:{number}: ``{link}``: no type {head} in Sources/")
+        for span in CODE_SPAN.findall(SYMBOL_LINK.sub("", line)):
+            token = span.strip()
+            if token.endswith(".swift") or (token.endswith("/") and re.fullmatch(r"[\w./+-]+", token)):
+                if not path_exists(token, file_names):
+                    problems.append(f"{article.name}:{number}: `{token}`: no such file or folder")
+                continue
+            match = TYPE_TOKEN.match(token)
+            if not match or " " in token.split("(")[0]:
+                continue
+            name, member = match.group(1), match.group(2)
+            if name in EXTERNAL:
+                continue
+            if name not in types:
+                problems.append(f"{article.name}:{number}: `{token}`: no type {name} in Sources/")
+            elif member and member not in members:
+                problems.append(f"{article.name}:{number}: `{token}`: no member {member} declared in Sources/")
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"architecture: {len(problems)} name(s) in {article.name} that the code does not have")
+        return 1
+    print(f"architecture: every file and type {article.name} names exists")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -42,3 +42,23 @@ public struct BatchProgress: Sendable {
         return nil
     }
 }
+
+extension BatchProgress {
+    /// Counts an item the walk found, with its source bytes.
+    mutating func countFound(bytes: Int64) {
+        found += 1
+        foundBytes = foundBytes.addingSaturated(bytes)
+    }
+
+    /// Counts an item the survey found, with its source bytes.
+    mutating func countSurveyed(bytes: Int64) {
+        surveyed += 1
+        surveyedBytes = surveyedBytes.addingSaturated(bytes)
+    }
+
+    /// Counts an item finished, with its source bytes.
+    mutating func countDone(bytes: Int64) {
+        done += 1
+        doneBytes = doneBytes.addingSaturated(bytes)
+    }
+}

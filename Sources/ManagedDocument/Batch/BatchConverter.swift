@@ -9,11 +9,11 @@ import SystemPackage
 
 /// Converts every legacy store and UIManagedDocument package under a folder into a bundle beside it.
 ///
-/// A walk (streaming, symbolic links never followed) feeds a bounded queue that ``BatchOptions/jobs`` threads
-/// drain, so conversion starts before the walk ends and memory does not grow with the tree. Each store is
-/// converted under its document's lock (`.NAME.mdz.lock`, the lock ``Document`` writers take), so two workers,
-/// or a worker and an app, never convert the same item at once: the second waits up to the busy timeout, then finds
-/// the bundle done. Nothing stops the run but ``cancel()``: failures are reported per item.
+/// A walk (streaming, symbolic links never followed) feeds a bounded queue that a pool of worker threads drains
+/// (``BatchOptions/jobs`` of them computing at once), so conversion starts before the walk ends and memory does not
+/// grow with the tree. Each store is converted under its document's lock (`.NAME.mdz.lock`, the lock ``Document``
+/// writers take), so two workers, or a worker and an app, never convert the same item at once: the second waits up to
+/// the busy timeout, then finds the bundle done. Nothing stops the run but ``cancel()``: failures are reported per item.
 ///
 /// ```swift
 /// var options = BatchOptions()

@@ -273,6 +273,9 @@ public final class BatchReportFile: Sendable {
         var path: FilePath
         var offset: Int64 = 0
         var failure: DocumentError?
+        /// A commit is writing the report from the items recorded up to the offset it read; items added meanwhile
+        /// are recorded past it (they stay in the spool should the commit fail).
+        var isCommitting = false
     }
 
     /// Prepares to write `run`'s report at `path`.
@@ -345,23 +348,37 @@ public final class BatchReportFile: Sendable {
         var run = self.run
         run.summary = summary
         run.finishedAt = finishedAt
-        // > The spool stays locked until the report that holds its items is in place: a failure on the way leaves it
-        // > for the next run of the shard, which adds what it recorded.
-        return try spool.withLock { spool in
+        // > The spool is claimed under its lock and the report composed once that is let go: the folder's lock is
+        // > never taken while another is held. The spool's file stays locked until the report that holds its items is
+        // > in place: a failure on the way leaves it for a later commit or the next run of the shard, which adds what
+        // > it recorded.
+        let (descriptor, spoolPath, end) = try spool.withLock { spool in
             if let failure = spool.failure { throw failure }
             guard let descriptor = spool.descriptor else {
                 throw DocumentError(.cannotCreate, path: path, reason: "the report was already written")
             }
-            let items = try BatchReportSpool.items(in: descriptor, path: spool.path, upTo: spool.offset).items
-            let report = try Self.withFolderLocked(of: path) {
+            guard !spool.isCommitting else {
+                throw DocumentError(.cannotCreate, path: path, reason: "the report is being written by another call")
+            }
+            spool.isCommitting = true
+            return (descriptor, spool.path, spool.offset)
+        }
+        let report: BatchReport
+        do {
+            let items = try BatchReportSpool.items(in: descriptor, path: spoolPath, upTo: end).items
+            report = try Self.withFolderLocked(of: path) {
                 try ReportComposer.write(run: run, as: run.thisAttempt, items: items,
                                          previous: try Self.previousReport(at: path, for: run), to: path)
             }
-            try? FileSystem.removeFile(spool.path)  // Cleanup: its items are in the report; a leftover is an empty attempt.
-            try? descriptor.close()  // Squash close error of a removed spool.
-            spool.descriptor = nil
-            return report
+        } catch {
+            spool.withLock { $0.isCommitting = false }
+            throw error
         }
+        // > Let go under the lock, so that no add writes to it once it is closed.
+        spool.withLock { $0.descriptor = nil }
+        try? FileSystem.removeFile(spoolPath)  // Cleanup: its items are in the report; a leftover is an empty attempt.
+        try? descriptor.close()  // Squash close error of a removed spool.
+        return report
     }
 
     /// Runs `body` under the exclusive lock of the report's folder, which every writer of a report there takes.

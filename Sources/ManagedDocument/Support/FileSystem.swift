@@ -85,13 +85,11 @@ enum FileSystem {
         return status.kind == .directory
     }
 
-    /// `fsync(2)` on an open descriptor.
+    /// `fsync(2)` on an open descriptor: the file's bytes and metadata made durable.
     static func sync(_ descriptor: FileDescriptor, path: FilePath) throws {
-        let failure = CPUTurns.whileWaiting { () -> Errno? in
-            do { try FileIO.sync(descriptor, path: path) } catch { return FileIO.errno(of: error) }
-            return nil
+        do { try FileIO.sync(descriptor, path: path) } catch {
+            throw DocumentError.io("cannot flush the file to disk", path: path, errno: FileIO.errno(of: error))
         }
-        if let failure { throw DocumentError.io("cannot flush the file to disk", path: path, errno: failure) }
     }
 
     /// `fdatasync(2)` on an open descriptor: the file's bytes and size made durable.
@@ -123,7 +121,7 @@ enum FileSystem {
         try FolderFlushes.sync(directory) { try flushDirectory(directory) }
     }
 
-    /// Opens a folder and `fsync(2)`s it.
+    /// Opens a folder and `fsync(2)`s it. `EINVAL` (a file system that cannot flush a folder) is not an error.
     private static func flushDirectory(_ directory: FilePath) throws {
         let descriptor: FileDescriptor
         do {
@@ -132,12 +130,11 @@ enum FileSystem {
             throw DocumentError.io("cannot open the folder to flush it", path: directory, errno: error)
         }
         defer { try? descriptor.close() }  // Squash close error: the fsync result is what counts.
-        let failure = CPUTurns.whileWaiting { () -> Errno? in
-            do { try FileIO.sync(descriptor, path: directory, isFolder: true) } catch { return FileIO.errno(of: error) }
-            return nil
-        }
-        if let failure, failure != .invalidArgument {
-            throw DocumentError.io("cannot flush the folder to disk", path: directory, errno: failure)
+        do { try FileIO.sync(descriptor, path: directory, isFolder: true) } catch {
+            let failure = FileIO.errno(of: error)
+            guard failure == .invalidArgument else {
+                throw DocumentError.io("cannot flush the folder to disk", path: directory, errno: failure)
+            }
         }
     }
 

@@ -46,8 +46,8 @@ extension BundleReader {
     /// 0644, less the group and other bits the bundle file lacks: a private document's files stay private when
     /// extracted (the owner may always read and write them). 0600 when the bundle's mode cannot be read.
     var extractedPermissions: FilePermissions {
-        guard let status = FileSystem.Status(descriptor) else { return [.ownerReadWrite] }
-        return FilePermissions(rawValue: 0o644 & (status.permissions & 0o777 | 0o600))
+        guard let status = try? Stat(descriptor) else { return [.ownerReadWrite] }  // unreadable: 0600, as said
+        return FilePermissions(rawValue: 0o644 & (status.permissions.rawValue & 0o777 | 0o600))
     }
 
     /// ``extract(into:)`` with the files created at `permissions` (the umask applies too): a document's working

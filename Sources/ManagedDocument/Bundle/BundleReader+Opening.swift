@@ -31,10 +31,10 @@ struct OpenedBundle {
             }
             throw DocumentError.io("cannot open the bundle", path: path, errno: error)
         }
-        guard let status = FileSystem.Status(descriptor) else {
-            let failure = Errno(rawValue: errno)
+        let status: Stat
+        do { status = try Stat(descriptor) } catch {
             try? descriptor.close()  // Squash close error: the status error is what counts.
-            throw DocumentError.io("cannot read the file's status", path: path, errno: failure)
+            throw DocumentError.io("cannot read the file's status", path: path, errno: error)
         }
         guard status.kind == .regular else {
             try? descriptor.close()  // Squash close error of a read-only descriptor.

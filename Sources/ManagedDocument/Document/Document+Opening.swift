@@ -250,7 +250,7 @@ extension Document {
         guard path.withPlatformString({ faccessat(AT_FDCWD, $0, W_OK, AT_EACCESS) }) != 0 else { return }
         let error = Errno(rawValue: errno)
         guard error == .permissionDenied || error == .readOnlyFileSystem else { return }
-        let permissions = (try? FileSystem.status(path)).flatMap { $0 }.map { String($0.permissions & 0o7777, radix: 8) }
+        let permissions = (try? FileSystem.status(path)).flatMap { $0 }.map { String($0.permissions.rawValue & 0o7777, radix: 8) }
         let why = error == .readOnlyFileSystem ? "it is on a read-only file system"
             : "its permissions (\(permissions.map { "0" + $0 } ?? "unknown")) do not let this user write it"
         throw DocumentError(.readOnly, path: path,

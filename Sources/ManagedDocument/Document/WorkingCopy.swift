@@ -66,9 +66,10 @@ struct WorkingCopy {
             throw DocumentError(.cannotCreate, path: root, reason: "cannot create the working copies' folder",
                                 underlyingError: FileIO.errno(of: error))
         }
-        guard let info = FileSystem.Status(root) else {
+        let info: Stat
+        do { info = try Stat(root, followTargetSymlink: false) } catch {
             throw DocumentError(.cannotCreate, path: root, reason: "cannot read the working copies' folder",
-                                underlyingError: Errno(rawValue: errno))
+                                underlyingError: error)
         }
         let advice = "working copies go only into a private folder of your own; set OpenOptions.workingDirectory or TMPDIR to another one"
         switch info.kind {
@@ -76,11 +77,11 @@ struct WorkingCopy {
         case .symlink: throw DocumentError(.cannotCreate, path: root, reason: "is a symbolic link; \(advice)")
         case .regular, .other: throw DocumentError(.cannotCreate, path: root, reason: "is not a folder; \(advice)")
         }
-        guard info.owner == geteuid() else {
+        guard info.userID.rawValue == geteuid() else {
             throw DocumentError(.cannotCreate, path: root,
-                                reason: "belongs to another user (uid \(info.owner)); \(advice)")
+                                reason: "belongs to another user (uid \(info.userID.rawValue)); \(advice)")
         }
-        if isDefault, info.permissions & 0o077 != 0, root.withPlatformString({ chmod($0, 0o700) }) != 0 {
+        if isDefault, info.permissions.rawValue & 0o077 != 0, root.withPlatformString({ chmod($0, 0o700) }) != 0 {
             throw DocumentError(.cannotCreate, path: root, reason: "cannot make the working copies' folder private",
                                 underlyingError: Errno(rawValue: errno))
         }

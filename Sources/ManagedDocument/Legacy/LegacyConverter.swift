@@ -305,7 +305,7 @@ public struct LegacyConverter: Sendable {
     private func newMetadata(_ legacy: LegacyStore, kind: LegacyStore.Kind, files: [DocumentMetadata.Entry],
                              recovered: Recovered, packageMetadata: [String: JSONValue]?,
                              warnings: [String]) -> DocumentMetadata {
-        var metadata = DocumentMetadata(documentID: FileSystem.randomUUID(), mediaType: options.mediaType,
+        var metadata = DocumentMetadata(documentID: UUID.random(), mediaType: options.mediaType,
                                         model: options.model)
         metadata.provenance = DocumentMetadata.Provenance(
             kind: kind.rawValue,
@@ -324,7 +324,7 @@ public struct LegacyConverter: Sendable {
         -> (additionalContent: FilePath?, packageMetadata: [String: JSONValue]?) {
         if let external = legacy.externalData {
             for (_, path) in try BundleWriter.contentFiles(in: external, prefix: BundleLayout.externalDataPrefix) {
-                let digest = try FileSystem.digest(of: path)
+                let digest = try FileDigest(of: path)
                 files.append(.init(name: SourceSnapshot.relativeName(path, in: legacy), size: digest.size,
                                    sha256: digest.sha256))
             }
@@ -516,7 +516,7 @@ public struct LegacyConverter: Sendable {
         let recorded = Dictionary(provenance.files.map { ($0.name, $0.sha256) }, uniquingKeysWith: { first, _ in first })
         for path in [legacy.store] + legacy.sidecars where !path.string.hasSuffix("-shm") {
             let name = SourceSnapshot.relativeName(path, in: legacy)
-            let digest = try FileSystem.digest(of: path)
+            let digest = try FileDigest(of: path)
             if let sha = recorded[name], sha == digest.sha256 { continue }
             if path.string.hasSuffix("-journal") || path.string.hasSuffix("-wal"), recorded[name] == nil, digest.size == 0 {
                 continue

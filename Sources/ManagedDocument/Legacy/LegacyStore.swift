@@ -79,7 +79,7 @@ public enum LegacyDetector {
     }
 
     /// ``detect(at:)`` of a path whose `lstat(2)` the caller has just read (a walk, from the same listing).
-    static func detect(at path: FilePath, status: FileSystem.Status) throws -> LegacyDetection {
+    static func detect(at path: FilePath, status: Stat) throws -> LegacyDetection {
         switch status.kind {
         case .directory:
             return try detectPackage(at: path)

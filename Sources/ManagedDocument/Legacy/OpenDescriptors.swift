@@ -69,7 +69,8 @@ final class OpenDescriptors: Sendable {
     func holder(of paths: [FilePath], scannedAfter instant: UInt64) -> Holder? {
         var wanted: [(FileKey, FilePath)] = []
         for path in paths {
-            guard let status = FileSystem.Status(path) else { continue }  // not there: nobody has it open
+            // > No status (not there): nobody has it open.
+            guard let status = try? Stat(path, followTargetSymlink: false) else { continue }
             wanted.append((FileKey(device: status.identity.device, inode: status.identity.inode), path))
         }
         guard !wanted.isEmpty, let open = scan(startedAfter: instant) else { return nil }

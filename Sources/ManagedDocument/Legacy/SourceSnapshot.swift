@@ -144,12 +144,11 @@ struct SourceSnapshot {
                 copies.append((journal, "persistentStore-journal"))
             } else if inPlaceAllowed {
                 // The main file is the committed state, and stays so while this lock is held: no copy.
-                guard let status = FileSystem.Status(main) else {
-                    throw DocumentError.io("cannot read the store's status", path: legacy.store, errno: Errno(rawValue: errno))
-                }
+                let status = try FileSystem.status(of: main, path: legacy.store,
+                                                   reason: "cannot read the store's status")
                 var files = [DocumentMetadata.Entry(name: mainFileName(of: legacy), size: status.size, sha256: "")]
                 for sidecar in legacy.sidecars {
-                    let digest = try FileSystem.digest(of: sidecar)
+                    let digest = try FileDigest(of: sidecar)
                     files.append(DocumentMetadata.Entry(name: relativeName(sidecar, in: legacy), size: digest.size,
                                                         sha256: digest.sha256))
                 }
@@ -172,7 +171,7 @@ struct SourceSnapshot {
         }
         // Sidecars not copied (a -shm, a journal that is not hot) are recorded too.
         for sidecar in legacy.sidecars where !copies.contains(where: { $0.0 == sidecar }) {
-            let digest = try FileSystem.digest(of: sidecar)
+            let digest = try FileDigest(of: sidecar)
             files.append(DocumentMetadata.Entry(name: relativeName(sidecar, in: legacy), size: digest.size,
                                                 sha256: digest.sha256))
         }
@@ -371,7 +370,7 @@ struct FileStamp: Equatable {
 
     /// The stamp of an open file from what was read of it: its status and its first bytes (as many as a stamp of
     /// it compares, ``SourceSnapshot/stamps(of:)``).
-    init(_ path: FilePath, status: FileSystem.Status, head: [UInt8]) {
+    init(_ path: FilePath, status: Stat, head: [UInt8]) {
         self.path = path
         exists = true
         device = status.identity.device
@@ -397,9 +396,7 @@ struct FileStamp: Equatable {
             return
         }
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
-        guard let status = FileSystem.Status(descriptor) else {
-            throw DocumentError.io("cannot read the file's status", path: path, errno: Errno(rawValue: errno))
-        }
+        let status = try FileSystem.status(of: descriptor, path: path)
         var head = try FileSystem.read(descriptor, at: 0, count: headCount, path: path)
         head += [UInt8](repeating: 0, count: headCount - head.count)
         self.init(path, status: status, head: head)

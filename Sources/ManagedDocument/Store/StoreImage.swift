@@ -47,9 +47,7 @@ final class StoreImage {
     static func whole(_ path: FilePath, atMost limit: Int64) throws -> StoreImage? {
         let descriptor = try FileSystem.openForReading(path)
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
-        guard let status = FileSystem.Status(descriptor) else {
-            throw DocumentError.io("cannot read the store's status", path: path, errno: Errno(rawValue: errno))
-        }
+        let status = try FileSystem.status(of: descriptor, path: path, reason: "cannot read the store's status")
         guard status.size > 0, status.size <= limit else { return nil }
         guard let image = try StoreImage(reading: Int(status.size), from: descriptor, path: path) else {
             throw DocumentError.io("the store changed size while it was read", path: path, errno: nil)

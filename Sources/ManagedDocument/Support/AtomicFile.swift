@@ -66,14 +66,14 @@ final class AtomicFile {
         init(target: FilePath?, restrictingTo source: FilePath?) {
             mode = 0o666 & ~Self.umask()
             // > A status that cannot be read is as no file: a new file's bits, not restricted.
-            if let target, let replaced = FileSystem.Status(target), replaced.kind == .regular {
-                mode = replaced.permissions & 0o777
-                if replaced.owner != geteuid() || replaced.group != getegid() {
-                    owner = (replaced.owner, replaced.group)
+            if let target, let replaced = try? Stat(target, followTargetSymlink: false), replaced.kind == .regular {
+                mode = replaced.permissions.rawValue & 0o777
+                if replaced.userID.rawValue != geteuid() || replaced.groupID.rawValue != getegid() {
+                    owner = (replaced.userID.rawValue, replaced.groupID.rawValue)
                 }
             }
-            if let source, let original = FileSystem.Status(source, followingLinks: true) {
-                mode &= original.permissions & 0o777
+            if let source, let original = try? Stat(source) {
+                mode &= original.permissions.rawValue & 0o777
             }
         }
 
@@ -83,7 +83,7 @@ final class AtomicFile {
             if let owner, fchown(descriptor.rawValue, owner.uid, owner.gid) != 0 {
                 _ = fchown(descriptor.rawValue, uid_t.max, owner.gid)  // not allowed: the group alone, if it may
             }
-            guard fchmod(descriptor.rawValue, mode) == 0 else { throw Errno(rawValue: errno) }
+            if let failure = Errno.failure(of: fchmod(descriptor.rawValue, mode)) { throw failure }
         }
 
         /// The process's umask, read once from `/proc/self/status` (setting it to read it would race with other
@@ -195,18 +195,20 @@ final class AtomicFile {
     /// Gives the temporary file the permission bits, owner and group of the file it is about to replace (owner and
     /// group only as far as this process may set them; the bits always).
     private func adoptPermissionsOfTarget() throws {
-        guard let replaced = FileSystem.Status(target), replaced.kind == .regular else {
+        // > A status that cannot be read is as no file: nothing to adopt.
+        guard let replaced = try? Stat(target, followTargetSymlink: false), replaced.kind == .regular else {
             return  // nothing to replace (or not a regular file, which the rename refuses or replaces as it is)
         }
-        if let current = FileSystem.Status(descriptor), current.owner != replaced.owner || current.group != replaced.group {
-            if fchown(descriptor.rawValue, replaced.owner, replaced.group) != 0 {
-                _ = fchown(descriptor.rawValue, uid_t.max, replaced.group)  // not allowed: the group alone, if it may
+        let (owner, group) = (replaced.userID.rawValue, replaced.groupID.rawValue)
+        if let current = try? Stat(descriptor), current.userID.rawValue != owner || current.groupID.rawValue != group {
+            if fchown(descriptor.rawValue, owner, group) != 0 {
+                _ = fchown(descriptor.rawValue, uid_t.max, group)  // not allowed: the group alone, if it may
             }
         }
-        guard fchmod(descriptor.rawValue, replaced.permissions & 0o777) == 0 else {
+        if let failure = Errno.failure(of: fchmod(descriptor.rawValue, replaced.permissions.rawValue & 0o777)) {
             throw DocumentError(.ioFailure, path: temporaryPath,
                                 reason: "cannot give the new file the permissions of the one it replaces",
-                                underlyingError: Errno(rawValue: errno))
+                                underlyingError: failure)
         }
     }
 

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Dispatch
+import SystemPackage
 
 /// Turns on the CPU for a batch's conversions: at most `count` of them compute at once, but one that is waiting (for
 /// the disk to flush its bundle, for a lock another worker holds, for a busy store) hands its turn to another
@@ -14,15 +15,17 @@ import Dispatch
 /// starts an item and gives it back when the item is done, and ``whileWaiting(_:)`` gives it back around a wait. A
 /// wait must never hold a turn: the conversion it waits for may need one to finish.
 ///
-/// Which turn a thread holds is the library's one piece of thread-local state, on purpose. The waits that give the
-/// turn back are at the bottom of every layer (`FileSystem.sync` and `syncDirectory`, called by `AtomicFile`, the
-/// bundle writer and extraction, the legacy converter and its disposal; the retries of `SourceSnapshot` and
-/// `DocumentLock`), in code that `Document` and every `docconvert` command run too, outside any batch. Passed
-/// explicitly, a turn would be a parameter of each of those functions and of everything that calls them, `nil`
-/// everywhere but on a batch worker. And a turn belongs to a thread by nature: it counts a thread on the CPU, so it
-/// is the thread that blocks that must give it back. The state is scoped: ``withTurn(_:)`` sets it on the worker's
-/// own thread for one item and clears it before giving the turn back; other threads (a parallel deflater's) never
-/// see it, which is right, as the batch does not count them.
+/// Which turn a thread holds is thread-local state, on purpose (with ``FlushPacing``, the hook it installs). The waits
+/// that give the turn back are at the bottom of every layer: every flush (`fsync` and `fdatasync` of files and folders,
+/// through ``FileIO``, called by `AtomicFile`, the bundle writer and extraction, the legacy converter and its
+/// disposal), paced by ``withTurn(_:)`` for the item; a wait for another thread's folder flush (``FolderFlushes``);
+/// the retries of `SourceSnapshot` and `DocumentLock`, which call ``whileWaiting(_:)`` themselves. That code is run
+/// by `Document` and every `docconvert` command too, outside any batch. Passed explicitly, a turn would be a parameter
+/// of each of those functions and of everything that calls them, `nil` everywhere but on a batch worker. And a turn
+/// belongs to a thread by nature: it counts a thread on the CPU, so it is the thread that blocks that must give it
+/// back. The state is scoped: ``withTurn(_:)`` sets it on the worker's own thread for one item and clears it before
+/// giving the turn back; other threads (a parallel deflater's) never see it, which is right, as the batch does not
+/// count them.
 final class CPUTurns: Sendable {
     /// Worker threads a batch runs per turn. Two leave a core idle while both of its conversions wait for a flush,
     /// which on a file system with a journal (a flush is a journal commit, longer than a small store's conversion)
@@ -36,7 +39,9 @@ final class CPUTurns: Sendable {
         semaphore = DispatchSemaphore(value: max(1, count))
     }
 
-    /// Runs `body` (one item) holding a turn, with the turn known to ``whileWaiting(_:)`` on this thread.
+    /// Runs `body` (one item) holding a turn, with the turn known to ``whileWaiting(_:)`` on this thread, and the
+    /// batch's pacing of flushes installed for the item: each flush it makes gives the turn back while the disk
+    /// works (``FlushPacing``, with this object as the pacer).
     func withTurn<T>(_ body: () throws -> T) rethrows -> T {
         semaphore.wait()
         pthread_setspecific(Self.key, Unmanaged.passUnretained(self).toOpaque())
@@ -44,7 +49,7 @@ final class CPUTurns: Sendable {
             pthread_setspecific(Self.key, nil)
             semaphore.signal()
         }
-        return try body()
+        return try FlushPacing.withPacing(self, body)
     }
 
     /// Runs `body`, a wait (a flush, a sleep before trying a lock again), without the calling thread's turn (when it
@@ -62,4 +67,12 @@ final class CPUTurns: Sendable {
         precondition(pthread_key_create(&key, nil) == 0, "no thread-specific key left")
         return key
     }()
+}
+
+extension CPUTurns: FlushPacing.Pacer {
+    /// Runs a flush without the calling thread's turn (``whileWaiting(_:)``): a batch worker's flush lets another
+    /// conversion compute.
+    func pace(_ flush: () -> Errno?) -> Errno? {
+        Self.whileWaiting(flush)
+    }
 }

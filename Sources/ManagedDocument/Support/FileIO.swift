@@ -6,12 +6,16 @@ import SystemPackage
 /// The one door through which the library changes files: every write, truncation, flush (`fsync`, `fdatasync`, a
 /// folder's `fsync`), new name (a file made with a name, `link`, `linkat` of an unnamed file), `rename`, removal and
 /// folder made or removed, in the zip writer, ``AtomicFile``, the overlay and its map, the converter's moves, the
-/// batch's reports and the working copies. Each call is the system call and nothing more, failing with its `Errno`.
+/// batch's reports and the working copies. Each call is the system call and nothing more (a flush paced as its
+/// thread asks), failing with its `Errno`.
 ///
 /// An ``Observer`` (tests only, installed with ``observe(_:_:)``) sees each call before and after it runs: a
 /// recorder builds the states a power cut can leave from them (CrashMonkey's and ALICE's approach), and an injector
 /// fails a chosen call with the error it throws from ``Observer/willPerform(_:)`` (`ENOSPC`, `EIO`, `EMFILE`), as
 /// the system would. With no observer installed, a call costs one uncontended lock more than the system call.
+///
+/// Each call reads `errno` inside the system call's closure (``Errno/failure(of:)``), before anything else runs. A
+/// flush (`fsync`, `fdatasync`) runs as the calling thread's ``FlushPacing`` asks, in one place (`flush(_:)`).
 package enum FileIO {
     /// A change about to be made, or just made, as an observer sees it.
     package struct Event {
@@ -74,15 +78,16 @@ package enum FileIO {
     /// The `Errno` an error of these calls is (they throw nothing else; `EIO` otherwise).
     package static func errno(of error: any Error) -> Errno { error as? Errno ?? .ioError }
 
-    /// Calls the observer around `change` (which returns -1 with `errno` set when it fails). Throws `Errno` only.
-    private static func perform(_ event: @autoclosure () -> Event, _ change: () -> Int32) throws {
+    /// Calls the observer around `change`, which makes the system call and returns its `Errno` when it fails, read
+    /// inside the call (``Errno/failure(of:)``). Throws `Errno` only.
+    private static func perform(_ event: @autoclosure () -> Event, _ change: () -> Errno?) throws {
         guard let observer = observer.withLock({ $0 }) else {
-            if change() != 0 { throw Errno(rawValue: Glibc.errno) }
+            if let failure = change() { throw failure }
             return
         }
         let event = event()
         do { try observer.willPerform(event) } catch { throw errno(of: error) }
-        if change() != 0 { throw Errno(rawValue: Glibc.errno) }
+        if let failure = change() { throw failure }
         observer.didPerform(event)
     }
 
@@ -100,10 +105,9 @@ package enum FileIO {
                 } else {
                     _ = try descriptor.writeAll(bytes)
                 }
-                return 0
+                return nil
             } catch {
-                Glibc.errno = (error as? Errno)?.rawValue ?? EIO
-                return -1
+                return errno(of: error)
             }
         }
     }
@@ -111,20 +115,8 @@ package enum FileIO {
     /// `ftruncate(2)`.
     package static func resize(_ descriptor: FileDescriptor, to size: Int64, path: FilePath) throws {
         try perform(Event(kind: .truncate, path: path, descriptor: descriptor, size: size)) {
-            ftruncate(descriptor.rawValue, off_t(size))
+            Errno.failure(of: ftruncate(descriptor.rawValue, off_t(size)))
         }
-    }
-
-    /// `fsync(2)` of a file (`isFolder`: of a folder, whose names it makes durable).
-    package static func sync(_ descriptor: FileDescriptor, path: FilePath, isFolder: Bool = false) throws {
-        try perform(Event(kind: isFolder ? .syncDirectory : .sync, path: path, descriptor: descriptor)) {
-            fsync(descriptor.rawValue)
-        }
-    }
-
-    /// `fdatasync(2)`: the file's bytes and size durable.
-    package static func dataSync(_ descriptor: FileDescriptor, path: FilePath) throws {
-        try perform(Event(kind: .dataSync, path: path, descriptor: descriptor)) { fdatasync(descriptor.rawValue) }
     }
 
     /// `open(2)` with `O_CREAT` (and `options`): a file under `path`, made when missing.
@@ -135,13 +127,34 @@ package enum FileIO {
         try perform(Event(kind: .create, path: path)) {
             do {
                 opened = try FileDescriptor.open(path, mode, options: options.union(.create), permissions: permissions)
-                return 0
+                return nil
             } catch {
-                Glibc.errno = (error as? Errno)?.rawValue ?? EIO
-                return -1
+                return errno(of: error)
             }
         }
         return opened!
+    }
+
+    // MARK: Flushes
+
+    /// `fsync(2)` of a file (`isFolder`: of a folder, whose names it makes durable).
+    package static func sync(_ descriptor: FileDescriptor, path: FilePath, isFolder: Bool = false) throws {
+        try perform(Event(kind: isFolder ? .syncDirectory : .sync, path: path, descriptor: descriptor)) {
+            flush { Errno.failure(of: fsync(descriptor.rawValue)) }
+        }
+    }
+
+    /// `fdatasync(2)`: the file's bytes and size durable.
+    package static func dataSync(_ descriptor: FileDescriptor, path: FilePath) throws {
+        try perform(Event(kind: .dataSync, path: path, descriptor: descriptor)) {
+            flush { Errno.failure(of: fdatasync(descriptor.rawValue)) }
+        }
+    }
+
+    /// Runs `call`, one flush, as the calling thread's ``FlushPacing`` asks: the one place a flush consults it (a batch
+    /// worker gives its CPU turn back while the disk works). The flush's `errno` is read inside `call`, before it.
+    private static func flush(_ call: () -> Errno?) -> Errno? {
+        FlushPacing.pacing(call)
     }
 
     // MARK: Names
@@ -149,15 +162,19 @@ package enum FileIO {
     /// `link(2)`: a second name for `source`, failing with `EEXIST` when `destination` exists.
     package static func link(_ source: FilePath, to destination: FilePath) throws {
         try perform(Event(kind: .link, path: source, destination: destination)) {
-            source.withPlatformString { from in destination.withPlatformString { to in Glibc.link(from, to) } }
+            source.withPlatformString { from in
+                destination.withPlatformString { to in Errno.failure(of: Glibc.link(from, to)) }
+            }
         }
     }
 
     /// `linkat(2)` of the unnamed (`O_TMPFILE`) file `descriptor` under `destination`.
     package static func link(_ descriptor: FileDescriptor, to destination: FilePath) throws {
         try perform(Event(kind: .link, path: FilePath(), destination: destination, descriptor: descriptor)) {
-            destination.withPlatformString {
-                linkat(AT_FDCWD, "/proc/self/fd/\(descriptor.rawValue)", AT_FDCWD, $0, AT_SYMLINK_FOLLOW)
+            "/proc/self/fd/\(descriptor.rawValue)".withCString { unnamed in
+                destination.withPlatformString {
+                    Errno.failure(of: linkat(AT_FDCWD, unnamed, AT_FDCWD, $0, AT_SYMLINK_FOLLOW))
+                }
             }
         }
     }
@@ -165,7 +182,9 @@ package enum FileIO {
     /// `rename(2)`: `source` under the name `destination`, atomically replacing what is there.
     package static func rename(_ source: FilePath, to destination: FilePath) throws {
         try perform(Event(kind: .rename, path: source, destination: destination)) {
-            source.withPlatformString { from in destination.withPlatformString { to in Glibc.rename(from, to) } }
+            source.withPlatformString { from in
+                destination.withPlatformString { to in Errno.failure(of: Glibc.rename(from, to)) }
+            }
         }
     }
 
@@ -176,7 +195,9 @@ package enum FileIO {
         guard let renameat2 else { throw Errno.noFunction }
         try perform(Event(kind: .rename, path: source, destination: destination)) {
             source.withPlatformString { from in
-                destination.withPlatformString { to in renameat2(AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */) }
+                destination.withPlatformString { to in
+                    Errno.failure(of: renameat2(AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */))
+                }
             }
         }
     }
@@ -193,16 +214,22 @@ package enum FileIO {
 
     /// `unlink(2)`.
     package static func unlink(_ path: FilePath) throws {
-        try perform(Event(kind: .unlink, path: path)) { path.withPlatformString { Glibc.unlink($0) } }
+        try perform(Event(kind: .unlink, path: path)) {
+            path.withPlatformString { Errno.failure(of: Glibc.unlink($0)) }
+        }
     }
 
     /// `mkdir(2)`.
     package static func makeDirectory(_ path: FilePath, mode: mode_t) throws {
-        try perform(Event(kind: .makeDirectory, path: path)) { path.withPlatformString { mkdir($0, mode) } }
+        try perform(Event(kind: .makeDirectory, path: path)) {
+            path.withPlatformString { Errno.failure(of: mkdir($0, mode)) }
+        }
     }
 
     /// `rmdir(2)`.
     package static func removeDirectory(_ path: FilePath) throws {
-        try perform(Event(kind: .removeDirectory, path: path)) { path.withPlatformString { rmdir($0) } }
+        try perform(Event(kind: .removeDirectory, path: path)) {
+            path.withPlatformString { Errno.failure(of: rmdir($0)) }
+        }
     }
 }

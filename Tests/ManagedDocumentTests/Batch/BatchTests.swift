@@ -50,7 +50,7 @@ struct BatchTests {
                     "\(source) was not moved to the backup folder")
         }
         for (path, sha) in tree.untouched {
-            #expect(try FileSystem.digest(of: tree.root.appending(path)).sha256 == sha, "\(path) changed")
+            #expect(try FileDigest(of: tree.root.appending(path)).sha256 == sha, "\(path) changed")
         }
         for (path, outcome) in tree.others where path.hasSuffix("link.sqlite") && outcome == "not-a-store" {
             let destination = try FileManager.default.destinationOfSymbolicLink(atPath: tree.root.appending(path).string)

@@ -78,7 +78,7 @@ struct BatchTree {
                                                withDestinationPath: "TasteB.sqlite")
                 others["\(relativeFolder)/link.sqlite"] = "not-a-store"
                 try Fixtures.makeBundle(at: folder.appending("Native.mdz"), rows: 20)
-                untouched["\(relativeFolder)/Native.mdz"] = try FileSystem.digest(of: folder.appending("Native.mdz")).sha256
+                untouched["\(relativeFolder)/Native.mdz"] = try FileDigest(of: folder.appending("Native.mdz")).sha256
                 others["\(relativeFolder)/Native.mdz"] = "not-a-store"
             }
         }
@@ -105,7 +105,7 @@ struct BatchTree {
     private mutating func write(_ data: Data, to relative: String, outcome: String) throws {
         try data.write(to: URL(fileURLWithPath: root.appending(relative).string))
         others[relative] = outcome
-        untouched[relative] = try FileSystem.digest(of: root.appending(relative)).sha256
+        untouched[relative] = try FileDigest(of: root.appending(relative)).sha256
     }
 
     /// Files below the root whose names say they are temporaries or locks of a writer.

@@ -42,7 +42,7 @@ struct RoundTripTests {
             #expect(try FileSystem.contentsOfDirectory(externalData).count == 3)
             for entry in metadata.entries {
                 let file = extracted.directory.appending(entry.name)
-                let digest = try FileSystem.digest(of: file)
+                let digest = try FileDigest(of: file)
                 #expect(digest.sha256 == entry.sha256)
                 #expect(digest.size == entry.size)
             }

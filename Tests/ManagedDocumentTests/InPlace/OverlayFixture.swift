@@ -26,7 +26,7 @@ struct OverlayFixture {
     /// A bundle of a store of about `bytes` bytes (4 KiB pages) in `directory`.
     init(in directory: FilePath, bytes: Int) throws {
         (bundle, loose) = try BundleStoreTests.bundle(in: directory, pageSize: 4096, bytes: bytes, level: 2)
-        let status = try #require(FileSystem.Status(bundle))
+        let status = try Stat(bundle, followTargetSymlink: false)
         identity = OverlayMap.BaseIdentity(status.identity)
         digest = try BundleReader(at: bundle).metadata.store.contentDigest
     }

@@ -62,17 +62,17 @@ struct DiskFullTests {
         try await withSmallDisk(5 * 1024) { disk, grow in
             let store = disk.appending("Big.sqlite")
             try makeStore(store, megabytes: 3)
-            let before = try FileSystem.digest(of: store)
+            let before = try FileDigest(of: store)
             var options = ConversionOptions()
             options.legacyPolicy = .keep
             let error = #expect(throws: DocumentError.self) { _ = try LegacyConverter(options: options).convert(storeAt: store) }
             expectNoSpace(error, "convert")
-            #expect(try FileSystem.digest(of: store) == before, "the source is as it was")
+            #expect(try FileDigest(of: store) == before, "the source is as it was")
             #expect(try FileSystem.contentsOfDirectory(disk).sorted() == ["Big.sqlite"], "nothing left behind")
             try grow(16 * 1024)
             let report = try LegacyConverter(options: options).convert(storeAt: store)
             _ = try BundleReader(at: FilePath(report.bundle)).verify(full: true)
-            #expect(try FileSystem.digest(of: store) == before)
+            #expect(try FileDigest(of: store) == before)
         }
     }
 
@@ -124,7 +124,7 @@ struct DiskFullTests {
                 #expect(try Fixtures.bytes(of: bundle) == before)
                 try grow(16 * 1024)
                 let placed = try reader.extractStore(to: disk.appending("Big.sqlite"))
-                #expect(try FileSystem.digest(of: placed.store) == FileSystem.digest(of: store))
+                #expect(try FileDigest(of: placed.store) == FileDigest(of: store))
             }
         }
     }
@@ -141,7 +141,7 @@ struct DiskFullTests {
             }
             let big = disk.appending("big.sqlite")
             try makeStore(big, megabytes: 3)
-            let digests = try [small[0], small[1], big].map { try FileSystem.digest(of: $0).sha256 }
+            let digests = try [small[0], small[1], big].map { try FileDigest(of: $0).sha256 }
             var options = BatchOptions()
             options.jobs = 1
             options.conversion.legacyPolicy = .keep
@@ -160,7 +160,7 @@ struct DiskFullTests {
             #expect(outcomes["big.sqlite"]?.outcome == .failed)
             #expect(outcomes["big.sqlite"]?.error?.message.contains("no space left") == true,
                     "\(String(describing: outcomes["big.sqlite"]?.error))")
-            #expect(try [small[0], small[1], big].map { try FileSystem.digest(of: $0).sha256 } == digests, "sources intact")
+            #expect(try [small[0], small[1], big].map { try FileDigest(of: $0).sha256 } == digests, "sources intact")
             let left = try leftovers(disk)
                 #expect(left.isEmpty, "\(left)")
             try grow(16 * 1024)

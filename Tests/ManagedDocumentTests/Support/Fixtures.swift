@@ -177,11 +177,11 @@ extension Fixtures {
         var result: [String: String] = [:]
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: root.string, isDirectory: &isDirectory) else { return [:] }
-        if !isDirectory.boolValue { return [root.lastComponent!.string: try FileSystem.digest(of: root).sha256] }
+        if !isDirectory.boolValue { return [root.lastComponent!.string: try FileDigest(of: root).sha256] }
         let enumerator = FileManager.default.enumerator(atPath: root.string)
         while let relative = enumerator?.nextObject() as? String {
             let path = root.appending(relative)
-            if FileSystem.isRegularFile(path) { result[relative] = try FileSystem.digest(of: path).sha256 }
+            if FileSystem.isRegularFile(path) { result[relative] = try FileDigest(of: path).sha256 }
         }
         return result
     }

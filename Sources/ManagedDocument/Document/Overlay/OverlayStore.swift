@@ -736,10 +736,7 @@ extension OverlayStore {
 
     /// The size of an open file (`fstat(2)`).
     private static func fileSize(_ descriptor: FileDescriptor, path: FilePath) throws -> Int64 {
-        guard let status = FileSystem.Status(descriptor) else {
-            throw DocumentError.io("cannot read the file's status", path: path, errno: Errno(rawValue: errno))
-        }
-        return status.size
+        try FileSystem.status(of: descriptor, path: path).size
     }
 
     /// `ftruncate(2)`.

@@ -63,7 +63,7 @@ public enum Fixtures {
     }
 
     /// A store of `rows` rows of `blobSize` random bytes from `seed` (they do not deflate) in
-    /// `blob(id INTEGER PRIMARY KEY, data BLOB, text TEXT)`, in one transaction; `text` gives row `index`'s text
+    /// `blob(id INTEGER PRIMARY KEY, payload BLOB, text TEXT)`, in one transaction; `text` gives row `index`'s text
     /// (NULL without it).
     @discardableResult
     public static func makeBlobStore(at path: FilePath, rows: Int, blobSize: Int, seed: UInt64, pageSize: Int? = nil,
@@ -71,9 +71,9 @@ public enum Fixtures {
         try makeStore(at: path, pageSize: pageSize) { queue in
             var generator = SeededGenerator(seed: seed)
             try queue.write { db in
-                try db.execute(sql: "CREATE TABLE blob(id INTEGER PRIMARY KEY, data BLOB, text TEXT)")
+                try db.execute(sql: "CREATE TABLE blob(id INTEGER PRIMARY KEY, payload BLOB, text TEXT)")
                 for index in 0..<rows {
-                    try db.execute(sql: "INSERT INTO blob(data, text) VALUES (?, ?)",
+                    try db.execute(sql: "INSERT INTO blob(payload, text) VALUES (?, ?)",
                                    arguments: [randomBytes(blobSize, &generator), text?(index)])
                 }
             }

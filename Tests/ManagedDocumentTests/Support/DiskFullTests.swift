@@ -122,7 +122,7 @@ struct DiskFullTests {
             for (index, store) in small.enumerated() { try Fixtures.makeBlobStore(at: store, rows: 0, blobSize: 65_536, seed: UInt64(index)) }
             for store in small {
                 let queue = try DatabaseQueue(path: store.string)
-                try await queue.write { db in try db.execute(sql: "INSERT INTO blob(data) VALUES (randomblob(1000))") }
+                try await queue.write { db in try db.execute(sql: "INSERT INTO blob(payload) VALUES (randomblob(1000))") }
                 try queue.close()
             }
             let big = disk.appending("big.sqlite")

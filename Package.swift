@@ -115,9 +115,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
-            // What the test targets share: the runner of the built docconvert and of python3, a scratch folder.
+            // What the test targets share: the runners of the built docconvert, of the sample apps and of python3, a
+            // scratch folder, the seeded generator, and the stores and bundles made in code (Fixtures).
             name: "TestSupport",
-            dependencies: [.product(name: "SystemPackage", package: "swift-system")],
+            dependencies: [
+                "ManagedDocument",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),
@@ -158,6 +163,7 @@ let package = Package(
                 "ManagedDocument",
                 "TestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: swiftSettings

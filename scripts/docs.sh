@@ -4,9 +4,10 @@
 #   scripts/docs.sh            # check: docs/CLI.md's example outputs are the binary's (scripts/docs/examples.py),
 #                              # README.md, CHANGELOG.md, docs/CLI.md and docs/FORMAT.md name the version of
 #                              # Sources/ManagedDocument/Version.swift and README.md lists the packages
-#                              # scripts/setup.sh installs (scripts/docs/consistency.py); no layer of the library reaches upward (scripts/docs/layers.py), every file and
-#                              # type the Architecture article names exists (scripts/docs/architecture.py), no function in
-#                              # Sources/ over 80 lines (scripts/docs/function-length.py), the DocC
+#                              # scripts/setup.sh installs (scripts/docs/consistency.py); no layer of the library
+#                              # reaches upward (scripts/docs/layers.py), every file and type the Architecture
+#                              # article names exists (scripts/docs/architecture.py), no function in Sources/, Tests/,
+#                              # Samples/ or Fuzz/ over 80 lines (scripts/docs/function-length.py), the DocC
 #                              # catalog builds with warnings as errors, every public symbol of the library has a
 #                              # doc comment, every Swift snippet of README.md and the DocC articles compiles in an
 #                              # outside package (scripts/docs/snippets.sh), every command of README.md runs as
@@ -86,7 +87,7 @@ check() {
     python3 scripts/docs/layers.py
     log "checking that every file and type the Architecture article names exists"
     python3 scripts/docs/architecture.py
-    log "checking that no function in Sources/ is over 80 lines"
+    log "checking that no function in Sources/, Tests/, Samples/ or Fuzz/ is over 80 lines"
     python3 scripts/docs/function-length.py
     log "running the commands of README.md"
     scripts/docs/commands.sh

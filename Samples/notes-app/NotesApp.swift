@@ -44,7 +44,9 @@ struct NotesApp: AsyncParsableCommand {
     @Option(help: "ReadingLimits.maxRestartSegmentSize, in bytes (0: the default).") var maxRestartSegmentSize: UInt64 = 0
     @Option(help: "WritingOptions.compressionThreads of saves (the default when not given).") var compressionThreads: Int?
 
-    func run() async throws {
+    /// Opens the document with the options given; a refused open prints `error: …` and exits with 75 when another
+    /// process holds it, 65 otherwise.
+    func openDocument() async throws -> Document {
         var options = Document.OpenOptions()
         options.createIfMissing = true
         options.lockTimeout = wait
@@ -53,13 +55,16 @@ struct NotesApp: AsyncParsableCommand {
         if recover { options.recovery = .recover }
         if maxRestartSegmentSize > 0 { options.limits.maxRestartSegmentSize = maxRestartSegmentSize }
         if let compressionThreads { options.saving.compressionThreads = compressionThreads }
-        let document: Document
         do {
-            document = try await Document.open(at: FilePath(self.document), options: options)
+            return try await Document.open(at: FilePath(self.document), options: options)
         } catch let error as DocumentError {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
             throw ExitCode(error.code == .inUse ? 75 : 65)
         }
+    }
+
+    func run() async throws {
+        let document = try await openDocument()
         say("opened \(self.document)")
         switch action {
         case "add":

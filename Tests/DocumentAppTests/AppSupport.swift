@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import ManagedDocument
 import SystemPackage
+import TestSupport
 
 /// What an app passes: a document created when missing, working copies in a folder of the test's own.
 func appOptions(_ folder: FilePath) -> Document.OpenOptions {
@@ -126,16 +127,4 @@ func currentUmask() -> UInt32 {
           let value = UInt32(line.dropFirst("Umask:".count).trimmingCharacters(in: .whitespaces), radix: 8)
     else { return 0o022 }
     return value
-}
-
-/// A small deterministic generator, so that a failing sequence can be replayed from its seed.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed == 0 ? 0x9E37_79B9_7F4A_7C15 : seed }
-    mutating func next() -> UInt64 {
-        state ^= state << 13
-        state ^= state >> 7
-        state ^= state << 17
-        return state
-    }
 }

@@ -9,16 +9,6 @@ import Testing
 /// What an app developer meets first: a batch over a relative root, and the advice for a loose store.
 @Suite("the first hour, from an app")
 struct FirstHourTests {
-    /// A legacy store of `rows` notes, made through GRDB.
-    private func makeStore(at path: FilePath, rows: Int) throws {
-        let queue = try DatabaseQueue(path: path.string)
-        try queue.write { db in
-            try db.execute(sql: "CREATE TABLE note(id INTEGER PRIMARY KEY, title TEXT)")
-            for row in 0..<rows { try db.execute(sql: "INSERT INTO note(title) VALUES (?)", arguments: ["note \(row)"]) }
-        }
-        try queue.close()
-    }
-
     /// `path` written relative to the current folder (`../../tmp/…`), without changing the current folder, which
     /// tests running beside this one share.
     private func relativeToCurrentFolder(_ path: FilePath) -> FilePath {
@@ -40,7 +30,7 @@ struct FirstHourTests {
             for (index, form) in ["./\(relative)", "\(relative)/sub/..", "\(relative)/./sub"].enumerated() {
                 let sub = folder.appending("sub")
                 try FileManager.default.createDirectory(atPath: sub.string, withIntermediateDirectories: true)
-                try makeStore(at: sub.appending("Notes\(index).sqlite"), rows: 3)
+                try Fixtures.makeListStore(at: sub.appending("Notes\(index).sqlite"), rows: 3)
                 var options = BatchOptions()
                 options.conversion.legacyPolicy = .keep
                 options.jobs = 1
@@ -60,7 +50,7 @@ struct FirstHourTests {
     func looseStoreAdvice() async throws {
         try await withTemporaryDirectory { folder in
             let store = folder.appending("Notes.sqlite")
-            try makeStore(at: store, rows: 2)
+            try Fixtures.makeListStore(at: store, rows: 2)
             var options = appOptions(folder)
             options.createIfMissing = false
             let error = await #expect(throws: DocumentError.self) { try await Document.open(at: store, options: options) }

@@ -14,17 +14,10 @@ struct HostileMetadataTests {
     /// A bundle of about 2 MiB of text rows, deflated with a restart index (128 KiB) and segment digests (128 KiB),
     /// written by the library itself.
     static func makeBundle(_ bundle: FilePath, folder: FilePath, rows: Int = 1500) throws {
-        let store = folder.appending("source-\(UUID().uuidString).sqlite")
-        let queue = try DatabaseQueue(path: store.string)
-        try queue.write { db in
-            try db.execute(sql: "CREATE TABLE note(id INTEGER PRIMARY KEY, body TEXT)")
-            for index in 0..<rows {
-                try db.execute(sql: "INSERT INTO note(id, body) VALUES (?, ?)",
-                               arguments: [index, String(repeating: "note \(index) ", count: 120)])
-            }
-        }
-        try queue.close()
-        try BundleWriter.write(BundleContent(store: store), metadata: DocumentMetadata(), to: bundle)
+        let store = try Fixtures.makeListStore(
+            at: folder.appending("source-\(UUID().uuidString).sqlite"), column: "body",
+            values: (0..<rows).map { String(repeating: "note \($0) ", count: 120) })
+        try Fixtures.makeBundle(at: bundle, store: store)
     }
 
     /// An absurd number, and the code it must be refused with.

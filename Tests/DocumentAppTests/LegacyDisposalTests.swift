@@ -53,21 +53,14 @@ struct LegacyDisposalTests {
     func storeOpenElsewhere() async throws {
         try await withTemporaryDirectory { directory in
             let store = directory.appending("r.sqlite"), bundle = directory.appending("r.mdz")
-            let app = Process()
-            app.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            app.arguments = ["python3", "-u", "-c", """
+            let app = try PythonProcess("""
                 import sqlite3, sys
                 db = sqlite3.connect(sys.argv[1])
                 db.execute('CREATE TABLE t(x TEXT)'); db.execute("INSERT INTO t VALUES ('kept')"); db.commit()
                 print('ready'); sys.stdin.readline()
                 db.execute("INSERT INTO t VALUES ('later')"); db.commit(); db.close()
-                """, store.string]
-            let input = Pipe(), output = Pipe()
-            app.standardInput = input
-            app.standardOutput = output
-            try app.run()
-            defer { if app.isRunning { app.terminate() } }
-            #expect(output.fileHandleForReading.readData(ofLength: 6) == Data("ready\n".utf8))
+                """, [store.string])
+            #expect(app.readLine() == "ready")
             let before = try Self.bytes(store)
 
             var options = ConversionOptions()
@@ -78,9 +71,8 @@ struct LegacyDisposalTests {
             #expect(try Self.bytes(store) == before)
             #expect(!FileManager.default.fileExists(atPath: bundle.string))
 
-            input.fileHandleForWriting.write(Data("go\n".utf8))
-            app.waitUntilExit()
-            #expect(app.terminationStatus == 0)
+            app.send("go")
+            #expect(app.finish().status == 0)
             let report = try LegacyConverter(options: options).convert(storeAt: store)
             #expect(report.rowCounts["t"] == 2 && report.backupLocation != nil)
             #expect(!FileManager.default.fileExists(atPath: store.string))

@@ -11,18 +11,6 @@ import Testing
 /// Swift's words rather than the format's.
 @Suite("nothing lost outside the bundle, from an app")
 struct NothingLostOutsideTests {
-    /// A legacy store of `rows` notes, made through GRDB.
-    private func makeStore(at path: FilePath, rows: Int) throws {
-        try FileManager.default.createDirectory(atPath: path.removingLastComponent().string,
-                                                withIntermediateDirectories: true)
-        let queue = try DatabaseQueue(path: path.string)
-        try queue.write { db in
-            try db.execute(sql: "CREATE TABLE note(id INTEGER PRIMARY KEY, title TEXT)")
-            for row in 0..<rows { try db.execute(sql: "INSERT INTO note(title) VALUES (?)", arguments: ["note \(row)"]) }
-        }
-        try queue.close()
-    }
-
     @Test("opening a FIFO named like a bundle returns at once: not a regular file")
     func fifo() async throws {
         try await withTemporaryDirectory { folder in
@@ -56,7 +44,7 @@ struct NothingLostOutsideTests {
     func hiddenFolders() async throws {
         try await withTemporaryDirectory { folder in
             let stores = ["a/Notes.sqlite", ".hidden/h.sqlite", ".local/share/notes/n.sqlite", "b/.cache/c.sqlite"]
-            for store in stores { try makeStore(at: folder.appending(store), rows: 2) }
+            for store in stores { try Fixtures.makeListStore(at: folder.appending(store), rows: 2) }
             var options = BatchOptions()
             options.conversion.legacyPolicy = .keep
             options.jobs = 1
@@ -76,8 +64,8 @@ struct NothingLostOutsideTests {
     func batchMigrationsWithMediaType() async throws {
         try await withTemporaryDirectory { folder in
             let tree = folder.appending("tree")
-            try makeStore(at: tree.appending("one/Notes.sqlite"), rows: 3)
-            try makeStore(at: tree.appending("two/Diary.sqlite"), rows: 2)
+            try Fixtures.makeListStore(at: tree.appending("one/Notes.sqlite"), rows: 3)
+            try Fixtures.makeListStore(at: tree.appending("two/Diary.sqlite"), rows: 2)
             let migrations = folder.appending("migrations")
             try FileManager.default.createDirectory(atPath: migrations.string, withIntermediateDirectories: true)
             try "CREATE TABLE tag(name TEXT);".write(toFile: migrations.appending("V1__tags.sql").string,

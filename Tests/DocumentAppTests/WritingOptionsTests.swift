@@ -13,7 +13,7 @@ struct WritingOptionsTests {
                       4_354_819_199, 253_402_300_799, -62_167_219_200])
     func anyModificationTime(_ seconds: Double) async throws {
         try await withTemporaryDirectory { folder in
-            let store = try Self.makeStore(in: folder)
+            let store = try Fixtures.makeListStore(at: folder.appending("store.sqlite"), column: "text", values: ["kept"])
             for compression in [WritingOptions.Compression.deflate, .store] {
                 var options = WritingOptions(compression: compression)
                 options.modificationTime = Date(timeIntervalSince1970: seconds)
@@ -35,7 +35,7 @@ struct WritingOptionsTests {
     func timeOutOfRange(_ seconds: Double) async throws {
         // (Built here from seconds: Foundation's description of an infinite date traps in a test's name.)
         try await withTemporaryDirectory { folder in
-            let store = try Self.makeStore(in: folder)
+            let store = try Fixtures.makeListStore(at: folder.appending("store.sqlite"), column: "text", values: ["kept"])
             var options = WritingOptions()
             options.modificationTime = Date(timeIntervalSince1970: seconds)
             let bundle = folder.appending("Doc.mdz")
@@ -49,13 +49,4 @@ struct WritingOptionsTests {
         }
     }
 
-    static func makeStore(in folder: FilePath) throws -> FilePath {
-        let store = folder.appending("store.sqlite")
-        let queue = try DatabaseQueue(path: store.string)
-        try queue.write { db in
-            try db.execute(sql: "CREATE TABLE note(text TEXT); INSERT INTO note VALUES ('kept')")
-        }
-        try queue.close()
-        return store
-    }
 }

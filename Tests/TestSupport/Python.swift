@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 
 /// python3, for what its standard library does as an independent check: sqlite3 and zipfile.
 public enum Python {
@@ -6,9 +7,17 @@ public enum Python {
     /// with another status than 0.
     @discardableResult
     public static func run(_ script: String, _ arguments: [String]) throws -> String {
-        let result = try execute("python3", ["-c", script] + arguments)
+        let result = try execute(script, arguments)
         guard result.status == 0 else { throw ProcessFailure(program: "python3", status: result.status, stderr: result.stderr) }
         return result.stdout
+    }
+
+    /// Runs `python3 -c script arguments…` to its end, or its death (a script that kills itself, as an app that
+    /// crashes); its exit status, standard output and standard error, whatever the status.
+    @discardableResult
+    public static func execute(_ script: String, _ arguments: [String]) throws
+        -> (status: Int32, stdout: String, stderr: String) {
+        try TestSupport.execute("python3", ["-c", script] + arguments)
     }
 
     /// Copies `bundle` to `target` with `DocumentMetadata.json` edited by python's zipfile: each dotted key path set
@@ -103,4 +112,59 @@ public enum Python {
             layout = {'separators': (',', ':')} if statement else {'indent': 2, 'sort_keys': True}
             archive.writestr(fresh, json.dumps(metadata, **layout))
         """
+}
+
+/// A python3 script running beside the test, unbuffered (`python3 -u -c script arguments…`), with its standard input
+/// and output the test's: it says when it holds what the test needs (a lock, a transaction, an open store), waits
+/// for a line, goes on. It is killed when this is released while it still runs.
+public final class PythonProcess {
+    public let process = Process()
+    private let input = Pipe(), output = Pipe()
+    private var received = ""
+
+    public init(_ script: String, _ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-u", "-c", script] + arguments
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+    }
+
+    /// The next line it prints, without its newline (a read may return part of one: lines are put together as they
+    /// come); `nil` once it closed its output.
+    public func readLine() -> String? {
+        while !received.contains("\n") {
+            let data = output.fileHandleForReading.availableData
+            if data.isEmpty {
+                defer { received = "" }
+                return received.isEmpty ? nil : received
+            }
+            received += String(decoding: data, as: UTF8.self)
+        }
+        let line = String(received.prefix { $0 != "\n" })
+        received = String(received.drop { $0 != "\n" }.dropFirst())
+        return line
+    }
+
+    /// Writes `line` and a newline to its standard input.
+    public func send(_ line: String) {
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+    }
+
+    /// Closes its standard input and waits for its end: its exit status and what it printed since the last line read.
+    public func finish() -> (status: Int32, output: String) {
+        try? input.fileHandleForWriting.close()  // Squash: a script that reads no more input ends the same.
+        let rest = received + String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        received = ""
+        process.waitUntilExit()
+        return (process.terminationStatus, rest)
+    }
+
+    /// Ends it at once (SIGKILL) and waits for it.
+    public func kill() {
+        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    deinit { if process.isRunning { process.terminate() } }
 }

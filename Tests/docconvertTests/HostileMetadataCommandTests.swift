@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import SystemPackage
 import TestSupport
 import Testing
@@ -10,18 +11,16 @@ struct HostileMetadataCommandTests {
     /// A store of about `megabytes` MiB of compressible text rows, as a bundle `docconvert create` writes it.
     private static func makeBundle(in directory: FilePath, megabytes: Int = 2) throws -> String {
         let store = directory.appending("store.sqlite").string
-        _ = try Python.run("""
-            import sqlite3, sys
-            db = sqlite3.connect(sys.argv[1])
-            db.execute('PRAGMA journal_mode=OFF')
-            db.execute('PRAGMA synchronous=OFF')
-            db.execute('CREATE TABLE note(id INTEGER PRIMARY KEY, body TEXT)')
-            db.execute('''WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
-                          INSERT INTO note(id, body) SELECT i, printf('%08d ', i) || hex(randomblob(8))
-                          || replace(printf('%.480c', '*'), '*', 'note ' || (i % 97) || ' ') FROM n''',
-                       (int(sys.argv[2]),))
-            db.commit()
-            """, [store, String(megabytes * 256)])
+        try Fixtures.makeStore(at: FilePath(store), journalMode: "OFF") { queue in
+            try queue.write { db in
+                try db.execute(sql: "CREATE TABLE note(id INTEGER PRIMARY KEY, body TEXT)")
+                try db.execute(sql: """
+                    WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+                    INSERT INTO note(id, body) SELECT i, printf('%08d ', i) || hex(randomblob(8))
+                    || replace(printf('%.480c', '*'), '*', 'note ' || (i % 97) || ' ') FROM n
+                    """, arguments: [megabytes * 256])
+            }
+        }
         let bundle = directory.appending("Doc.mdz").string
         let created = try Docconvert.run(["create", bundle, "--from", store])
         #expect(created.status == 0, "\(created.stderr)")

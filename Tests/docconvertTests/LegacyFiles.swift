@@ -92,18 +92,11 @@ enum LegacyFiles {
 
     /// `count` rollback-journal stores `sNN.sqlite` in `folder`, each with a table `t` of rows `"sNN k"`.
     static func makeStores(_ count: Int, in folder: FilePath, rows: Int = 20) throws {
-        try FileManager.default.createDirectory(atPath: folder.string, withIntermediateDirectories: true)
-        try Python.run("""
-            import os, sqlite3, sys
-            folder, count, rows = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-            for n in range(count):
-                name = 's%02d' % n
-                db = sqlite3.connect(os.path.join(folder, name + '.sqlite'))
-                db.execute('CREATE TABLE t(x TEXT)')
-                db.executemany('INSERT INTO t VALUES (?)', [('%s %d' % (name, k),) for k in range(rows)])
-                db.commit()
-                db.close()
-            """, [folder.string, String(count), String(rows)])
+        for number in 0..<count {
+            let name = "s" + (number < 10 ? "0" : "") + "\(number)"
+            try Fixtures.makeListStore(at: folder.appending(name + ".sqlite"), table: "t", column: "x",
+                                       values: (0..<rows).map { "\(name) \($0)" })
+        }
     }
 
     /// For every bundle in `folder`: its name and the `x` column of `t` in its store, read by python's zipfile and
@@ -145,12 +138,10 @@ enum LegacyFiles {
     /// with one row (`kept`), says `ready` and waits, idle, holding no lock. Told to go on (``finish()``), it commits
     /// a second row (`later`) and exits.
     final class IdleConnection {
-        let process = Process()
-        private let input = Pipe(), output = Pipe()
+        private let python: PythonProcess
 
         init(store: FilePath) throws {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", "-u", "-c", """
+            python = try PythonProcess("""
                 import sqlite3, sys
                 db = sqlite3.connect(sys.argv[1])
                 db.execute('CREATE TABLE IF NOT EXISTS t(x TEXT)')
@@ -162,24 +153,16 @@ enum LegacyFiles {
                 db.commit()
                 db.close()
                 print('committed')
-                """, store.string]
-            process.standardInput = input
-            process.standardOutput = output
-            try process.run()
-            let line = output.fileHandleForReading.availableLine()
+                """, [store.string])
+            let line = python.readLine()
             try #require(line == "ready", "python3 said \(line ?? "nothing") instead of ready")
         }
 
         /// Lets it commit its second row and exit; what it printed then.
         func finish() -> (status: Int32, output: String) {
-            input.fileHandleForWriting.write(Data("go\n".utf8))
-            try? input.fileHandleForWriting.close()  // Squash: the process reads one line either way.
-            let rest = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: rest, as: UTF8.self))
+            python.send("go")
+            return python.finish()
         }
-
-        deinit { if process.isRunning { process.terminate() } }
     }
 
     /// The `x` column of `t` in `bundle`'s store.
@@ -193,19 +176,5 @@ enum LegacyFiles {
             for (x,) in sqlite3.connect(sys.argv[1]).execute('SELECT x FROM t ORDER BY rowid'): print(x)
             """, [store.string])
         return output.split(separator: "\n").map(String.init)
-    }
-
-}
-
-extension FileHandle {
-    /// The next line written to this pipe, without its newline; `nil` at the end.
-    func availableLine() -> String? {
-        var bytes: [UInt8] = []
-        while true {
-            let chunk = readData(ofLength: 1)
-            guard let byte = chunk.first else { return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self) }
-            if byte == 0x0A { return String(decoding: bytes, as: UTF8.self) }
-            bytes.append(byte)
-        }
     }
 }

@@ -12,19 +12,6 @@ struct NothingLostOutsideCommandTests {
         try execute("/usr/bin/timeout", ["-k", "5", String(seconds), Docconvert.binary] + arguments)
     }
 
-    /// A loose SQLite store of `rows` notes, made with python3's sqlite3.
-    private static func makeStore(_ path: FilePath, rows: Int = 3) throws {
-        try FileManager.default.createDirectory(atPath: path.removingLastComponent().string,
-                                                withIntermediateDirectories: true)
-        _ = try Python.run("""
-            import sqlite3, sys
-            db = sqlite3.connect(sys.argv[1])
-            db.execute('CREATE TABLE note(id INTEGER PRIMARY KEY, title TEXT)')
-            db.executemany('INSERT INTO note(title) VALUES (?)', [('note %d' % i,) for i in range(int(sys.argv[2]))])
-            db.commit()
-            """, [path.string, String(rows)])
-    }
-
     static let fifoCommands: [[String]] = [
         ["inspect", "FIFO"], ["inspect", "--json", "FIFO"], ["verify", "FIFO"], ["query", "FIFO", "SELECT 1"],
         ["extract", "FIFO", "--output", "OUT/x.sqlite"], ["extract", "FIFO", "--directory", "OUT/x"],
@@ -59,7 +46,7 @@ struct NothingLostOutsideCommandTests {
         let tree = directory.appending("home")
         let stores = ["Notes.sqlite", "work/Plan.sqlite", ".hidden/h.sqlite", ".local/share/notes/Notes.sqlite",
                       "projects/.cache/c.sqlite"]
-        for store in stores { try Self.makeStore(tree.appending(store)) }
+        for store in stores { try Fixtures.makeListStore(at: tree.appending(store), rows: 3) }
         let batch = try Docconvert.run(["batch", tree.string, "--legacy", "keep", "--quiet"])
         #expect(batch.status == 0, "\(batch.stderr)")
         let enumerator = FileManager.default.enumerator(atPath: tree.string)
@@ -119,7 +106,7 @@ struct NothingLostOutsideCommandTests {
         let directory = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
         let tree = directory.appending("tree")
-        try Self.makeStore(tree.appending("Notes.sqlite"))
+        try Fixtures.makeListStore(at: tree.appending("Notes.sqlite"), rows: 3)
         let reports = directory.appending("reports")
         try FileManager.default.createDirectory(atPath: reports.string, withIntermediateDirectories: true)
         for shard in 0..<3 {
@@ -137,7 +124,7 @@ struct NothingLostOutsideCommandTests {
         let directory = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory.string) }  // Squash cleanup error.
         let store = directory.appending("Notes.sqlite")
-        try Self.makeStore(store)
+        try Fixtures.makeListStore(at: store, rows: 3)
         let blocker = directory.appending("blocker")
         try Data("a file where a folder is asked for".utf8).write(to: URL(fileURLWithPath: blocker.string))
         let backup = blocker.appending("backups")

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import SystemPackage
 import TestSupport
 import Testing
@@ -8,16 +9,17 @@ struct QueryCommandTests {
     /// A 2 MiB store (rows of text and random blobs) as a bundle, deflated with restart points.
     private func makeBundle(in directory: FilePath) throws -> (bundle: String, store: String) {
         let store = directory.appending("store.sqlite").string
-        _ = try Python.run("""
-            import os, random, sqlite3, sys
-            db = sqlite3.connect(sys.argv[1])
-            db.execute('CREATE TABLE note(id INTEGER PRIMARY KEY, title TEXT, score REAL, payload BLOB)')
-            r = random.Random(7)
-            db.executemany('INSERT INTO note(title, score, payload) VALUES (?, ?, ?)',
-                           [('title %d ünï' % i, i / 4 if i % 3 else None, bytes(r.getrandbits(8) for _ in range(500)))
-                            for i in range(4000)])
-            db.commit()
-            """, [store])
+        try Fixtures.makeStore(at: FilePath(store)) { queue in
+            var generator = SeededGenerator(seed: 7)
+            try queue.write { db in
+                try db.execute(sql: "CREATE TABLE note(id INTEGER PRIMARY KEY, title TEXT, score REAL, payload BLOB)")
+                for index in 0..<4000 {
+                    try db.execute(sql: "INSERT INTO note(title, score, payload) VALUES (?, ?, ?)",
+                                   arguments: ["title \(index) ünï", index % 3 == 0 ? nil : Double(index) / 4,
+                                               Fixtures.randomBytes(500, &generator)])
+                }
+            }
+        }
         let bundle = directory.appending("Doc.mdz").string
         let created = try Docconvert.run(["create", bundle, "--from", store])
         #expect(created.status == 0, "\(created.stderr)")

@@ -10,16 +10,7 @@ struct TwinNamesCommandTests {
     private static func makeTree(at root: FilePath) throws -> [String] {
         let stores = ["x/Notes.db", "x/Notes.sqlite", "a b/Notes.db", "a b/Notes.sqlite", "a b/Other.sqlite"]
         for store in stores {
-            let path = root.appending(store)
-            try FileManager.default.createDirectory(atPath: path.removingLastComponent().string,
-                                                    withIntermediateDirectories: true)
-            try Python.run("""
-                import sqlite3, sys
-                db = sqlite3.connect(sys.argv[1])
-                db.execute('CREATE TABLE t(x TEXT)')
-                db.execute('INSERT INTO t VALUES (?)', (sys.argv[2],))
-                db.commit()
-                """, [path.string, store])
+            try Fixtures.makeListStore(at: root.appending(store), table: "t", column: "x", values: [store])
         }
         return stores
     }

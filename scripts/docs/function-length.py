@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Fails when a function, initializer or closure-free accessor body in Sources/ is longer than the limit (80 lines).
+"""Fails when a function, initializer or closure-free accessor body in Sources/, Tests/, Samples/ or Fuzz/ is longer
+than the limit (80 lines).
 
     scripts/docs/function-length.py [--limit N] [ROOT]
 
 A body is counted from the line of its `func`/`init`/`deinit` keyword to the line of its closing brace. Braces inside
-string literals (single-line and multi-line) and comments are ignored. Run by scripts/docs.sh.
+string literals (single-line and multi-line) and comments are ignored. Hidden folders (a build folder such as
+Fuzz/.build) are not read. Run by scripts/docs.sh.
 """
 import os
 import re
@@ -13,6 +15,9 @@ import sys
 DECLARATION = re.compile(r'^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|private|fileprivate|internal|package|open|'
                          r'static|class|final|override|mutating|nonmutating|convenience|required|nonisolated|'
                          r'@inlinable|@discardableResult)\s+)*(func\s+[^\s(<]+|init[?!]?|deinit)\b')
+
+# The folders whose Swift files are read: the library and tool, their tests, the samples and the fuzz targets.
+FOLDERS = ['Sources', 'Tests', 'Samples', 'Fuzz']
 
 
 def code_only(lines):
@@ -98,12 +103,15 @@ def main():
         args = args[2:]
     root = args[0] if args else os.path.join(os.path.dirname(__file__), '..', '..')
     failures = []
-    for folder, _, files in os.walk(os.path.join(root, 'Sources')):
-        for name in sorted(files):
-            if name.endswith('.swift'):
-                path = os.path.join(folder, name)
-                for line, length, what in long_functions(path, limit):
-                    failures.append(f'{os.path.relpath(path, root)}:{line}: {what} is {length} lines (limit {limit})')
+    for top in FOLDERS:
+        for folder, subfolders, files in os.walk(os.path.join(root, top)):
+            subfolders[:] = sorted(name for name in subfolders if not name.startswith('.'))
+            for name in sorted(files):
+                if name.endswith('.swift'):
+                    path = os.path.join(folder, name)
+                    for line, length, what in long_functions(path, limit):
+                        failures.append(f'{os.path.relpath(path, root)}:{line}: {what} is {length} lines '
+                                        f'(limit {limit})')
     for failure in failures:
         print(failure)
     if failures:

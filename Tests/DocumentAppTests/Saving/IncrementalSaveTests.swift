@@ -27,8 +27,60 @@ private func checkWithTools(_ bundle: FilePath) throws {
     }
     let unzip = try run("/usr/bin/unzip", ["-tq", bundle.string])
     #expect(unzip.status == 0, "unzip -t: \(unzip.output)")
-    let python = try run("/usr/bin/python3", ["-c", "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); bad = z.testzip(); sys.exit(1 if bad else 0)", bundle.string])
-    #expect(python.status == 0, "python zipfile: \(python.output)")
+    let python = try Python.execute("import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); bad = z.testzip(); sys.exit(1 if bad else 0)", [bundle.string])
+    #expect(python.status == 0, "python zipfile: \(python.stdout)\(python.stderr)")
+}
+
+/// The statements of the property test, drawn from a seeded generator: inserts, updates, deletes, tables, pragmas,
+/// indexes and VACUUMs.
+private struct RandomStatements {
+    typealias Statement = (String, StatementArguments)
+    var generator: SeededGenerator
+    var nextID: Int64 = 1
+    var extraTables = 0
+
+    /// `count` inserts of new rows of words.
+    mutating func insert(_ count: Int) -> [Statement] {
+        (0..<count).map { _ in
+            defer { nextID += 1 }
+            return ("INSERT INTO item(id, body, extra) VALUES (?, ?, ?)",
+                    [nextID, words(200 + Int(generator.next() % 1200), &generator), Int64(generator.next() % 1000)])
+        }
+    }
+
+    /// One row's `extra` updated.
+    mutating func singleUpdate() -> [Statement] {
+        [("UPDATE item SET extra = extra + 1 WHERE id = ?", [Int64(generator.next() % UInt64(nextID))])]
+    }
+
+    /// One to eight random changes for batch `batch`, and whether a VACUUM follows them.
+    mutating func changes(batch: Int) -> (statements: [Statement], vacuum: Bool) {
+        var statements: [Statement] = []
+        var vacuum = false
+        for _ in 0..<(1 + Int(generator.next() % 8)) {
+            switch generator.next() % 10 {
+            case 0, 1, 2: statements += insert(1 + Int(generator.next() % 40))
+            case 3, 4:
+                statements.append(("UPDATE item SET body = ? WHERE id = ?",
+                                   [words(50 + Int(generator.next() % 2000), &generator), Int64(generator.next() % UInt64(nextID))]))
+            case 5:
+                let start = Int64(generator.next() % UInt64(nextID))
+                statements.append(("DELETE FROM item WHERE id BETWEEN ? AND ?", [start, start + Int64(generator.next() % 60)]))
+            case 6:
+                extraTables += 1
+                statements.append(("CREATE TABLE extra\(extraTables)(a TEXT, b INTEGER)", []))
+                statements.append(("INSERT INTO extra\(extraTables) SELECT substr(body, 1, 300), id FROM item WHERE id % 7 = ?", [Int64(generator.next() % 7)]))
+            case 7:
+                if extraTables > 0 { statements.append(("DROP TABLE IF EXISTS extra\(1 + Int(generator.next() % UInt64(extraTables)))", [])) }
+                statements.append(("PRAGMA user_version = \(batch)", []))
+            case 8:
+                statements.append(("CREATE INDEX IF NOT EXISTS item_extra_\(batch % 3) ON item(extra)", []))
+            default:
+                vacuum = true
+            }
+        }
+        return (statements, vacuum)
+    }
 }
 
 @Suite("Incremental saves: a save costs what changed, and never misses a change")
@@ -37,13 +89,11 @@ struct IncrementalSaveTests {
     func propertyTest() async throws {
         let seed = UInt64(ProcessInfo.processInfo.environment["INCREMENTAL_SAVE_SEED"] ?? "") ?? 20261125
         let batches = Int(ProcessInfo.processInfo.environment["INCREMENTAL_SAVE_BATCHES"] ?? "") ?? 40
-        var generator = SeededGenerator(seed: seed)
+        var random = RandomStatements(generator: SeededGenerator(seed: seed))
         try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             let document = try await Document.open(at: bundle, options: appOptions(folder))
             let reference = try DatabaseQueue(path: folder.appending("reference.sqlite").string)
-            var nextID: Int64 = 1
-            var extraTables = 0
             var sqlLog: [String] = []
 
             /// Runs the same statements on the document and on the reference.
@@ -60,48 +110,14 @@ struct IncrementalSaveTests {
                     try await reference.writeWithoutTransaction(run)
                 }
             }
-            func insert(_ count: Int) -> [(String, StatementArguments)] {
-                (0..<count).map { _ in
-                    defer { nextID += 1 }
-                    return ("INSERT INTO item(id, body, extra) VALUES (?, ?, ?)",
-                            [nextID, words(200 + Int(generator.next() % 1200), &generator), Int64(generator.next() % 1000)])
-                }
-            }
 
-            try await apply([("CREATE TABLE item(id INTEGER PRIMARY KEY, body TEXT, extra INTEGER)", [])] + insert(600))
+            try await apply([("CREATE TABLE item(id INTEGER PRIMARY KEY, body TEXT, extra INTEGER)", [])] + random.insert(600))
             try await document.save()
             var incremental = 0, saves = 0
             var deflated: [String] = []
             for batch in 0..<batches {
-                var statements: [(String, StatementArguments)] = []
-                var vacuum = false
                 let isSingleUpdate = batch % 5 == 4
-                if isSingleUpdate {
-                    statements.append(("UPDATE item SET extra = extra + 1 WHERE id = ?", [Int64(generator.next() % UInt64(nextID))]))
-                } else {
-                    for _ in 0..<(1 + Int(generator.next() % 8)) {
-                        switch generator.next() % 10 {
-                        case 0, 1, 2: statements += insert(1 + Int(generator.next() % 40))
-                        case 3, 4:
-                            statements.append(("UPDATE item SET body = ? WHERE id = ?",
-                                               [words(50 + Int(generator.next() % 2000), &generator), Int64(generator.next() % UInt64(nextID))]))
-                        case 5:
-                            let start = Int64(generator.next() % UInt64(nextID))
-                            statements.append(("DELETE FROM item WHERE id BETWEEN ? AND ?", [start, start + Int64(generator.next() % 60)]))
-                        case 6:
-                            extraTables += 1
-                            statements.append(("CREATE TABLE extra\(extraTables)(a TEXT, b INTEGER)", []))
-                            statements.append(("INSERT INTO extra\(extraTables) SELECT substr(body, 1, 300), id FROM item WHERE id % 7 = ?", [Int64(generator.next() % 7)]))
-                        case 7:
-                            if extraTables > 0 { statements.append(("DROP TABLE IF EXISTS extra\(1 + Int(generator.next() % UInt64(extraTables)))", [])) }
-                            statements.append(("PRAGMA user_version = \(batch)", []))
-                        case 8:
-                            statements.append(("CREATE INDEX IF NOT EXISTS item_extra_\(batch % 3) ON item(extra)", []))
-                        default:
-                            vacuum = true
-                        }
-                    }
-                }
+                let (statements, vacuum) = isSingleUpdate ? (random.singleUpdate(), false) : random.changes(batch: batch)
                 try await apply(statements)
                 if vacuum { try await apply([("VACUUM", [])], transaction: false) }
                 try await document.save()

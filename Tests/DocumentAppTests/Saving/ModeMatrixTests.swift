@@ -197,33 +197,10 @@ struct ModeMatrixTests {
         try FileManager.default.copyItem(atPath: pristine.string, toPath: bundle.string)
         let attached = run.appending("aux.sqlite"), copy = run.appending("copy.sqlite")
         let steps = mode.steps(attached: attached, copy: copy)
-        // > The moment: once the app says `step M` (M = 0: once it opened the document), after a delay of up to 15 ms
-        // > (a step takes a few milliseconds: the kill falls inside the next one, or between, or a few later); with
-        // > a pause after each step, at once.
-        let isBetween = mode.promise == .betweenTransactions
-        let after = isBetween ? 1 + Int(generator.next() % UInt64(steps.count)) : Int(generator.next() % UInt64(steps.count + 1))
-        let delay = isBetween ? 0 : Int(generator.next() % 15_000)
-        let context = "MODE_MATRIX_SEED=\(matrixSeed), \(mode.name), kill \(number): after step \(after) + \(delay) µs"
-        let pause = isBetween ? ["--pause", "0.1"] : []
-        let app = try NotesApp([bundle.string, "sql"] + steps + ["--hold", "120"] + pause + mode.options, in: run)
-        let seen = app.waitFor(after == 0 ? "opened" : "step \(after)\n")
-        if delay > 0 { usleep(useconds_t(delay)) }
-        kill(app.process.processIdentifier, SIGKILL)
-        let output = app.finish().output
-        try #require(seen, "\(context): the app stopped first: \(output)")
-        let acknowledged = output.split(separator: "\n").compactMap { line in
-            line.hasPrefix("step ") ? Int(line.dropFirst(5)) : nil
-        }.max() ?? 0
+        let killed = try killApp(mode, number: number, steps: steps, bundle: bundle, in: run, generator: &generator)
+        let context2 = killed.context, acknowledged = killed.acknowledged
         let inFlight = min(acknowledged + 1, steps.count)
-        // > A journal left with a header that is not zeros: the kill fell inside a transaction (diagnosis only).
-        let journals = (FileManager.default.enumerator(atPath: childWorkingDirectory(run).string)?.allObjects as? [String] ?? [])
-            .filter { $0.hasSuffix("/overlay-journal") }
-        let isHot = try journals.contains { name in
-            let bytes = try Data(contentsOf: URL(fileURLWithPath: childWorkingDirectory(run).appending(name).string))
-            return bytes.prefix(28).contains { $0 != 0 }
-        }
-        let context2 = "\(context); step \(acknowledged) acknowledged of \(steps.count)"
-        if isBetween, acknowledged != after {
+        if mode.promise == .betweenTransactions, acknowledged != killed.after {
             // > Killed later than the pause (a stalled test thread): inside a transaction, where SQLite promises
             // > nothing in this journal mode. Not an outcome to judge.
             print("mode-matrix: \(context2): killed outside the pause; not judged")
@@ -245,6 +222,70 @@ struct ModeMatrixTests {
                 "\(context2): the bundle holds none of the saves after steps \(allowedSaves): \(onDisk.difference(from: expected[lastSave].content))")
 
         // > Recovered: every commit acknowledged, and the one in flight whole or not at all.
+        let (snapshot, content, integrity) = try await recover(mode, bundle: bundle, attached: attached, in: run)
+        _ = try BundleReader(at: bundle).verify(full: true, workingDirectory: run)
+        #expect(integrity == "ok", "\(context2): \(integrity)")
+        let matches = [acknowledged, inFlight].filter { expected[$0] == snapshot }
+        #expect(!matches.isEmpty,
+                "\(context2): recovered \(snapshot), expected after step \(acknowledged) \(expected[acknowledged]): \(content.difference(from: expected[acknowledged].content))")
+
+        print("mode-matrix: \(context2): \(killed.isHot ? "hot journal; " : "")recovered as after step \(Set(matches).sorted().map(String.init).joined(separator: " or "))"
+              + (onDisk == expected[lastSave].content ? "" : "; the bundle as after a later step (in flight or autosaved)"))
+
+        if let index = steps.firstIndex(where: { $0.hasPrefix("VACUUM INTO") }), acknowledged > index {
+            let queue = try DatabaseQueue(path: copy.string)
+            let copied = try await queue.read { db in
+                (try StoreContent(db), try String.fetchOne(db, sql: "PRAGMA integrity_check"))
+            }
+            try queue.close()
+            #expect(copied.1 == "ok" && copied.0 == expected[index + 1].content, "\(context2): VACUUM INTO's copy")
+        }
+    }
+
+    /// What a kill left: the step it was aimed after, the last step the app acknowledged, whether a journal was hot
+    /// (the kill fell inside a transaction; diagnosis only), and the words that name it in a failure.
+    private struct Kill {
+        var after: Int
+        var acknowledged: Int
+        var isHot: Bool
+        var context: String
+    }
+
+    /// Runs `steps` in the app on `bundle` and kills it at a moment drawn from `generator`.
+    private func killApp(_ mode: MatrixMode, number: Int, steps: [String], bundle: FilePath, in run: FilePath,
+                         generator: inout SeededGenerator) throws -> Kill {
+        // > The moment: once the app says `step M` (M = 0: once it opened the document), after a delay of up to 15 ms
+        // > (a step takes a few milliseconds: the kill falls inside the next one, or between, or a few later); with
+        // > a pause after each step, at once.
+        let isBetween = mode.promise == .betweenTransactions
+        let after = isBetween ? 1 + Int(generator.next() % UInt64(steps.count)) : Int(generator.next() % UInt64(steps.count + 1))
+        let delay = isBetween ? 0 : Int(generator.next() % 15_000)
+        let context = "MODE_MATRIX_SEED=\(matrixSeed), \(mode.name), kill \(number): after step \(after) + \(delay) µs"
+        let pause = isBetween ? ["--pause", "0.1"] : []
+        let app = try NotesApp([bundle.string, "sql"] + steps + ["--hold", "120"] + pause + mode.options, in: run)
+        let seen = app.waitFor(after == 0 ? "opened" : "step \(after)\n")
+        if delay > 0 { usleep(useconds_t(delay)) }
+        kill(app.process.processIdentifier, SIGKILL)
+        let output = app.finish().output
+        try #require(seen, "\(context): the app stopped first: \(output)")
+        let acknowledged = output.split(separator: "\n").compactMap { line in
+            line.hasPrefix("step ") ? Int(line.dropFirst(5)) : nil
+        }.max() ?? 0
+        // > A journal left with a header that is not zeros: the kill fell inside a transaction (diagnosis only).
+        let journals = (FileManager.default.enumerator(atPath: childWorkingDirectory(run).string)?.allObjects as? [String] ?? [])
+            .filter { $0.hasSuffix("/overlay-journal") }
+        let isHot = try journals.contains { name in
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: childWorkingDirectory(run).appending(name).string))
+            return bytes.prefix(28).contains { $0 != 0 }
+        }
+        return Kill(after: after, acknowledged: acknowledged, isHot: isHot,
+                    context: "\(context); step \(acknowledged) acknowledged of \(steps.count)")
+    }
+
+    /// Opens the killed app's document with recovery, reads it and closes it saving: what it held (with the attached
+    /// database's tags), its content, and its integrity check.
+    private func recover(_ mode: MatrixMode, bundle: FilePath, attached: FilePath, in run: FilePath) async throws
+        -> (Snapshot, StoreContent, String) {
         var options = appOptions(run)
         options.workingDirectory = childWorkingDirectory(run)
         options.recovery = .recover
@@ -265,23 +306,7 @@ struct ModeMatrixTests {
         if !auxAfterClose { try await readAttached() }
         try await document.close(savingChanges: true)
         if auxAfterClose { try await readAttached() }
-        _ = try BundleReader(at: bundle).verify(full: true, workingDirectory: run)
-        #expect(integrity == "ok", "\(context2): \(integrity)")
-        let matches = [acknowledged, inFlight].filter { expected[$0] == snapshot }
-        #expect(!matches.isEmpty,
-                "\(context2): recovered \(snapshot), expected after step \(acknowledged) \(expected[acknowledged]): \(content.difference(from: expected[acknowledged].content))")
-
-        print("mode-matrix: \(context2): \(isHot ? "hot journal; " : "")recovered as after step \(Set(matches).sorted().map(String.init).joined(separator: " or "))"
-              + (onDisk == expected[lastSave].content ? "" : "; the bundle as after a later step (in flight or autosaved)"))
-
-        if let index = steps.firstIndex(where: { $0.hasPrefix("VACUUM INTO") }), acknowledged > index {
-            let queue = try DatabaseQueue(path: copy.string)
-            let copied = try await queue.read { db in
-                (try StoreContent(db), try String.fetchOne(db, sql: "PRAGMA integrity_check"))
-            }
-            try queue.close()
-            #expect(copied.1 == "ok" && copied.0 == expected[index + 1].content, "\(context2): VACUUM INTO's copy")
-        }
+        return (snapshot, content, integrity)
     }
 
     @Test("PRAGMA journal_mode = WAL is refused, named in the error, and nothing committed before or after is lost",

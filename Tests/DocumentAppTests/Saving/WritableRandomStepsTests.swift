@@ -225,6 +225,17 @@ private final class Run {
 
     func step(_ kind: Kind) async throws {
         switch kind {
+        case .updateNotes, .insertNotes, .deleteNotes: try await changeNotes(kind)
+        case .createTable, .dropTable, .addColumn, .tableRows: try await changeTables(kind)
+        case .insertBlob, .deleteBlob, .vacuum, .failedWrite: try await changeBlobsOrPages(kind)
+        case .save, .saveTwice, .saveThenRevert, .revert, .autosave, .closeSaving, .closeDiscarding, .kill:
+            try await saveOrClose(kind)
+        }
+    }
+
+    /// Rows of `note` updated, inserted or deleted.
+    private func changeNotes(_ kind: Kind) async throws {
+        switch kind {
         case .updateNotes:
             let ids = try await ask { db in try Int.fetchAll(db, sql: "SELECT id FROM note ORDER BY id") }
             guard let first = ids.first else { return try await step(.insertNotes) }
@@ -248,6 +259,13 @@ private final class Run {
             let start = ids[random(0...(ids.count - 1))]
             let width = chance(80) ? random(0...5) : random(20...300)
             try await apply([Change(sql: "DELETE FROM note WHERE id BETWEEN ? AND ?", arguments: [start, start + width])])
+        default: preconditionFailure("\(kind) is not a step on notes")
+        }
+    }
+
+    /// A table created or dropped, a column added, or rows of a table changed.
+    private func changeTables(_ kind: Kind) async throws {
+        switch kind {
         case .createTable:
             let name = "t\(random(0...9999))"
             guard try await !extraTables().contains(name) else { return try await step(.tableRows) }
@@ -291,6 +309,13 @@ private final class Run {
             default:
                 try await apply([Change(sql: "DELETE FROM \(table) WHERE id % 4 = ?", arguments: [random(0...3)])])
             }
+        default: preconditionFailure("\(kind) is not a step on tables")
+        }
+    }
+
+    /// A large blob inserted or deleted, a VACUUM, or a write that throws.
+    private func changeBlobsOrPages(_ kind: Kind) async throws {
+        switch kind {
         case .insertBlob:
             let data = noise(random(100 << 10...600 << 10), &generator)
             try await apply([Change(sql: "INSERT INTO blob(data) VALUES (?)", arguments: [data])])
@@ -318,6 +343,13 @@ private final class Run {
                 throw fail("the failing write did not throw")
             } catch let error as Failure where error.description == "rolled back" {}
             guard document.state == before else { throw fail("a rolled-back write changed the state: \(before) -> \(document.state)") }
+        default: preconditionFailure("\(kind) is not a step on blobs or pages")
+        }
+    }
+
+    /// A save, a revert, a close (then an open), autosave, or a writer killed and recovered.
+    private func saveOrClose(_ kind: Kind) async throws {
+        switch kind {
         case .save:
             try await save()
         case .saveTwice:
@@ -359,6 +391,7 @@ private final class Run {
             try await reopen()
         case .kill:
             try await killAndRecover()
+        default: preconditionFailure("\(kind) is not a save or a close")
         }
     }
 

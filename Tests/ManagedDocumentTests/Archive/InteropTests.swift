@@ -10,20 +10,24 @@ struct InteropTests {
     enum Shape: String, CaseIterable, CustomTestStringConvertible {
         case deflate, store, withFolders, zip64
         var testDescription: String { rawValue }
+        var options: WritingOptions {
+            var options = WritingOptions(compression: self == .store ? .store : .deflate(level: 6))
+            options.forcesZIP64 = self == .zip64
+            return options
+        }
+        var withFolders: Bool { self == .withFolders || self == .zip64 }
     }
 
-    private static func makeBundle(_ shape: Shape, at path: FilePath) throws {
-        var options = WritingOptions(compression: shape == .store ? .store : .deflate(level: 6))
-        options.forcesZIP64 = shape == .zip64
-        try Fixtures.makeBundle(at: path, rows: 200, withFolders: shape == .withFolders || shape == .zip64,
-                                options: options)
+    /// A bundle of the notes store of 200 rows in `shape`.
+    private static func bundle(_ shape: Shape, at path: FilePath) throws {
+        try Fixtures.makeBundle(at: path, rows: 200, withFolders: shape.withFolders, options: shape.options)
     }
 
     @Test("mimetype is the first local header, bare, with the media type at byte 38", arguments: Shape.allCases)
     func mimetypeAtByte38(shape: Shape) async throws {
         try await withTemporaryDirectory { directory in
             let bundle = directory.appending("Doc.mdz")
-            try Self.makeBundle(shape, at: bundle)
+            try Self.bundle(shape, at: bundle)
             let bytes = try Fixtures.bytes(of: bundle)
             let mediaType = Array(BundleLayout.defaultMediaType.utf8)
             #expect(bytes.readLE32(at: 0) == 0x0403_4b50)
@@ -44,7 +48,7 @@ struct InteropTests {
     func externalToolsAccept(shape: Shape) async throws {
         try await withTemporaryDirectory { directory in
             let bundle = directory.appending("Doc.mdz")
-            try Self.makeBundle(shape, at: bundle)
+            try Self.bundle(shape, at: bundle)
             let unzip = try run("unzip", ["-t", bundle.string])
             #expect(unzip.status == 0, "\(unzip.output)")
             #expect(unzip.output.contains("No errors detected"))
@@ -67,7 +71,7 @@ struct InteropTests {
     func unzipAgrees() async throws {
         try await withTemporaryDirectory { directory in
             let bundle = directory.appending("Doc.mdz")
-            try Self.makeBundle(.withFolders, at: bundle)
+            try Self.bundle(.withFolders, at: bundle)
             let ours = try BundleReader(at: bundle).extract(into: directory.appending("ours"))
             let theirs = directory.appending("theirs")
             #expect(try run("unzip", ["-q", bundle.string, "-d", theirs.string]).status == 0)
@@ -80,7 +84,7 @@ struct InteropTests {
         try await withTemporaryDirectory { directory in
             // Extract one of ours, then re-pack it with Info-ZIP: mimetype first and stored (-X: no extra fields).
             let bundle = directory.appending("Doc.mdz")
-            try Self.makeBundle(.deflate, at: bundle)
+            try Self.bundle(.deflate, at: bundle)
             let tree = directory.appending("tree")
             #expect(try run("unzip", ["-q", bundle.string, "-d", tree.string]).status == 0)
             let repacked = directory.appending("Repacked.mdz")

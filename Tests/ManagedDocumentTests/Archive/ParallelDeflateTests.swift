@@ -172,13 +172,13 @@ struct ParallelDeflateTests {
             #expect(digests.count == 3, "one content: one set of segment digests, one store digest (and one SHA-256)")
             #expect(streams.count == 1, "the same deflate stream on the calling thread and on two")
             // The peer: zlib's level 6 as one raw deflate stream over the whole file, made by python's zlib.
-            let python = try run("python3", ["-c", """
+            let python = try Python.run("""
                 import sys, zlib
                 c = zlib.compressobj(6, zlib.DEFLATED, -15)
                 data = open(sys.argv[1], 'rb').read()
                 print(len(c.compress(data) + c.flush()))
-                """, store.string])
-            let oneStream = try #require(UInt64(python.output.trimmingCharacters(in: .whitespacesAndNewlines)))
+                """, [store.string])
+            let oneStream = try #require(UInt64(python.trimmingCharacters(in: .whitespacesAndNewlines)))
             let ratio = Double(sizes[0]!) / Double(oneStream)
             #expect(ratio > 0.985 && ratio < 1.015, "sizes \(sizes), one stream \(oneStream)")
         }

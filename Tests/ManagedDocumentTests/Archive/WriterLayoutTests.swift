@@ -86,9 +86,7 @@ struct WriterLayoutTests {
     }
 
     static func walk(_ bundle: FilePath) throws -> Walk {
-        let result = try run("python3", ["-c", walker, bundle.string])
-        #expect(result.status == 0, "\(result.output)")
-        return try JSONDecoder().decode(Walk.self, from: Data(result.output.utf8))
+        try JSONDecoder().decode(Walk.self, from: Data(try Python.run(walker, [bundle.string]).utf8))
     }
 
     /// A bundle with a store of a few MiB (deflated on two threads), external data, an empty file, a non-ASCII
@@ -101,8 +99,7 @@ struct WriterLayoutTests {
         try Fixtures.write(Array("grüße, 日本".utf8), to: additional.appending("Grüße-日本.txt"))
         try Fixtures.write([0x41], to: additional.appending("one.txt"))
         let bundle = directory.appending("Doc.mdz")
-        try BundleWriter.write(BundleContent(store: store, additionalContent: additional),
-                               metadata: DocumentMetadata(), to: bundle, options: shape.options)
+        try Fixtures.makeBundle(at: bundle, store: store, additionalContent: additional, options: shape.options)
         return bundle
     }
 

@@ -38,93 +38,111 @@ struct ReportMergeTests {
         try await withTemporaryDirectory { directory in
             let folder = directory.appending("reports")
             try FileManager.default.createDirectory(atPath: folder.string, withIntermediateDirectories: true)
-            // 3 shards of 60 items, each item in the shard its path hashes to.
-            var shards: [[BatchItem]] = [[], [], []]
-            for number in 0..<60 {
-                let source = "home/user\(number)/Notes.sqlite"
-                let outcome: BatchItem.Outcome = number % 10 == 0 ? .notAStore : .converted
-                shards[BatchShard.bucket(of: source, count: 3)].append(Self.item(source, outcome))
-            }
-            for index in 0..<3 {
-                try Self.writeReport(shards[index].sorted { $0.source < $1.source }, shard: BatchShard(index: index, count: 3),
-                                     to: folder.appending("shard-\(index).json"))
-            }
-            let good = try Self.docconvert(["merge-reports", folder.string, "3", "--json"])
-            #expect(good.status == 0, "\(good.stderr)")
-            let report = try Self.merged(good)
-            #expect((report["items"] as? [Any])?.count == 60 && (report["shardCount"] as? Int) == 3)
-            #expect(((report["summary"] as? [String: Any])?["outcomes"] as? [String: Int]) == ["converted": 54, "not-a-store": 6])
-            let text = try Self.docconvert(["merge-reports", folder.string, "--output", folder.appending("merged.json").string])
-            #expect(text.status == 0 && text.stdout.contains("60 items") && text.stdout.contains("the tree is finished"), "\(text.stdout)")
-            // The merged report beside the shards' is not taken for one of them next time.
-            #expect(try Self.docconvert(["merge-reports", folder.string, "3"]).status == 0)
-            try FileManager.default.removeItem(atPath: folder.appending("merged.json").string)
-
-            // The same shard again under another name, nothing converted there: duplicates, totals unchanged.
-            let again = shards[1].map { item -> BatchItem in
-                var copy = item
-                if copy.outcome == .converted { copy.outcome = .alreadyDone }
-                return copy
-            }.sorted { $0.source < $1.source }
-            try Self.writeReport(again, shard: BatchShard(index: 1, count: 3), to: folder.appending("shard-1-again.json"))
-            let duplicated = try Self.docconvert(["merge-reports", folder.string, "--json"])
-            let withDuplicates = try Self.merged(duplicated)
-            #expect(duplicated.status == 0 && duplicated.stderr.contains("in two reports"), "\(duplicated.stderr)")
-            #expect((withDuplicates["duplicates"] as? [Any])?.count == shards[1].count)
-            #expect(((withDuplicates["summary"] as? [String: Any])?["outcomes"] as? [String: Int]) == ["converted": 54, "not-a-store": 6])
-            // Converted in both: two workers outside the locks. A person must look: no merged report.
-            try Self.writeReport(shards[1].sorted { $0.source < $1.source }, shard: BatchShard(index: 1, count: 3),
-                                 to: folder.appending("shard-1-again.json"))
-            let twice = try Self.docconvert(["merge-reports", folder.string, "--json"])
-            #expect(twice.status == 65 && twice.stderr.contains("converted twice") && twice.stdout.contains("\"error\""),
-                    "\(twice.status) \(twice.stderr)")
-            let output = directory.appending("merged.json")
-            #expect(try Self.docconvert(["merge-reports", folder.string, "--output", output.string]).status == 65)
-            #expect(!FileManager.default.fileExists(atPath: output.string), "a disagreeing merge wrote a report")
-            try FileManager.default.removeItem(atPath: folder.appending("shard-1-again.json").string)
-
-            // A shard missing; the count expected differs; a stray report of another shard count.
-            try FileManager.default.moveItem(atPath: folder.appending("shard-0.json").string, toPath: directory.appending("aside.json").string)
-            let missing = try Self.docconvert(["merge-reports", folder.string])
-            #expect(missing.status == 1 && missing.stderr.contains("no report from shard(s) 0 of 3"), "\(missing.stderr)")
-            try FileManager.default.moveItem(atPath: directory.appending("aside.json").string, toPath: folder.appending("shard-0.json").string)
-            #expect(try Self.docconvert(["merge-reports", folder.string, "4"]).status == 65)
-            try Self.writeReport([Self.item("x.sqlite", .converted)], shard: BatchShard(index: 0, count: 1), to: folder.appending("stray.json"))
-            let stray = try Self.docconvert(["merge-reports", folder.string])
-            #expect(stray.status == 65 && stray.stderr.contains("disagree on the number of shards"), "\(stray.stderr)")
-            try FileManager.default.removeItem(atPath: folder.appending("stray.json").string)
-
-            // A report whose items were reordered after it was written, and a file that is not a report.
-            var lines = try String(contentsOfFile: folder.appending("shard-2.json").string, encoding: .utf8)
-                .split(separator: "\n").map(String.init)
-            lines.swapAt(1, 2)
-            try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: folder.appending("shard-2.json").string))
-            let disordered = try Self.docconvert(["merge-reports", folder.string])
-            #expect(disordered.status == 65 && disordered.stderr.contains("not sorted"), "\(disordered.stderr)")
-            try Data("{\"notes\": []}".utf8).write(to: URL(fileURLWithPath: folder.appending("shard-2.json").string))
-            let foreign = try Self.docconvert(["merge-reports", folder.string])
-            #expect(foreign.status == 65 && foreign.stderr.contains("not a batch report"), "\(foreign.stderr)")
-            #expect(try Self.docconvert(["merge-reports", directory.appending("none").string]).status == 66)
-
-            // A run's --json stream saved to a file (items in the order they finished, no attempts): read whole, sorted.
-            let streamed = directory.appending("streamed")
-            try FileManager.default.createDirectory(atPath: streamed.string, withIntermediateDirectories: true)
-            let bytes = Mutex(Data())
-            let stream = BatchReportStream { data in bytes.withLock { $0 += data } }
-            stream.begin(BatchReport(root: "/srv/home", shard: .all, dryRun: false, legacy: "keep", compression: "deflate",
-                                     jobs: 1, generator: "test"))
-            var summary = BatchSummary()
-            for item in shards.flatMap({ $0 }).reversed() {
-                stream.item(item)
-                summary.outcomes[item.outcome, default: 0] += 1
-            }
-            stream.end(summary)
-            try bytes.withLock { $0 }.write(to: URL(fileURLWithPath: streamed.appending("run.json").string))
-            let fromStream = try Self.docconvert(["merge-reports", streamed.string, "1", "--json"])
-            #expect(fromStream.status == 0, "\(fromStream.stderr)")
-            let sources = (try Self.merged(fromStream)["items"] as? [[String: Any]])?.compactMap { $0["source"] as? String }
-            #expect(sources == shards.flatMap { $0 }.map(\.source).sorted())
+            let shards = try Self.agreeingShards(in: folder)
+            try Self.checkDuplicatedShard(shards, in: folder, directory: directory)
+            try Self.checkMissingAndStrayShards(in: folder, directory: directory)
+            try Self.checkDisorderedAndForeignReports(in: folder, directory: directory)
+            try Self.checkStreamedRun(of: shards, directory: directory)
         }
+    }
+
+    /// Writes 3 shards of 60 items to `folder`, each item in the shard its path hashes to, checks that they merge,
+    /// and returns their items.
+    private static func agreeingShards(in folder: FilePath) throws -> [[BatchItem]] {
+        var shards: [[BatchItem]] = [[], [], []]
+        for number in 0..<60 {
+            let source = "home/user\(number)/Notes.sqlite"
+            let outcome: BatchItem.Outcome = number % 10 == 0 ? .notAStore : .converted
+            shards[BatchShard.bucket(of: source, count: 3)].append(Self.item(source, outcome))
+        }
+        for index in 0..<3 {
+            try Self.writeReport(shards[index].sorted { $0.source < $1.source }, shard: BatchShard(index: index, count: 3),
+                                 to: folder.appending("shard-\(index).json"))
+        }
+        let good = try Self.docconvert(["merge-reports", folder.string, "3", "--json"])
+        #expect(good.status == 0, "\(good.stderr)")
+        let report = try Self.merged(good)
+        #expect((report["items"] as? [Any])?.count == 60 && (report["shardCount"] as? Int) == 3)
+        #expect(((report["summary"] as? [String: Any])?["outcomes"] as? [String: Int]) == ["converted": 54, "not-a-store": 6])
+        let text = try Self.docconvert(["merge-reports", folder.string, "--output", folder.appending("merged.json").string])
+        #expect(text.status == 0 && text.stdout.contains("60 items") && text.stdout.contains("the tree is finished"), "\(text.stdout)")
+        // The merged report beside the shards' is not taken for one of them next time.
+        #expect(try Self.docconvert(["merge-reports", folder.string, "3"]).status == 0)
+        try FileManager.default.removeItem(atPath: folder.appending("merged.json").string)
+        return shards
+    }
+
+    /// The same shard again under another name, nothing converted there: duplicates, totals unchanged. Then converted
+    /// in both: two workers outside the locks. A person must look: no merged report.
+    private static func checkDuplicatedShard(_ shards: [[BatchItem]], in folder: FilePath, directory: FilePath) throws {
+        let again = shards[1].map { item -> BatchItem in
+            var copy = item
+            if copy.outcome == .converted { copy.outcome = .alreadyDone }
+            return copy
+        }.sorted { $0.source < $1.source }
+        try Self.writeReport(again, shard: BatchShard(index: 1, count: 3), to: folder.appending("shard-1-again.json"))
+        let duplicated = try Self.docconvert(["merge-reports", folder.string, "--json"])
+        let withDuplicates = try Self.merged(duplicated)
+        #expect(duplicated.status == 0 && duplicated.stderr.contains("in two reports"), "\(duplicated.stderr)")
+        #expect((withDuplicates["duplicates"] as? [Any])?.count == shards[1].count)
+        #expect(((withDuplicates["summary"] as? [String: Any])?["outcomes"] as? [String: Int]) == ["converted": 54, "not-a-store": 6])
+        try Self.writeReport(shards[1].sorted { $0.source < $1.source }, shard: BatchShard(index: 1, count: 3),
+                             to: folder.appending("shard-1-again.json"))
+        let twice = try Self.docconvert(["merge-reports", folder.string, "--json"])
+        #expect(twice.status == 65 && twice.stderr.contains("converted twice") && twice.stdout.contains("\"error\""),
+                "\(twice.status) \(twice.stderr)")
+        let output = directory.appending("merged.json")
+        #expect(try Self.docconvert(["merge-reports", folder.string, "--output", output.string]).status == 65)
+        #expect(!FileManager.default.fileExists(atPath: output.string), "a disagreeing merge wrote a report")
+        try FileManager.default.removeItem(atPath: folder.appending("shard-1-again.json").string)
+    }
+
+    /// A shard missing; the count expected differs; a stray report of another shard count.
+    private static func checkMissingAndStrayShards(in folder: FilePath, directory: FilePath) throws {
+        try FileManager.default.moveItem(atPath: folder.appending("shard-0.json").string, toPath: directory.appending("aside.json").string)
+        let missing = try Self.docconvert(["merge-reports", folder.string])
+        #expect(missing.status == 1 && missing.stderr.contains("no report from shard(s) 0 of 3"), "\(missing.stderr)")
+        try FileManager.default.moveItem(atPath: directory.appending("aside.json").string, toPath: folder.appending("shard-0.json").string)
+        #expect(try Self.docconvert(["merge-reports", folder.string, "4"]).status == 65)
+        try Self.writeReport([Self.item("x.sqlite", .converted)], shard: BatchShard(index: 0, count: 1), to: folder.appending("stray.json"))
+        let stray = try Self.docconvert(["merge-reports", folder.string])
+        #expect(stray.status == 65 && stray.stderr.contains("disagree on the number of shards"), "\(stray.stderr)")
+        try FileManager.default.removeItem(atPath: folder.appending("stray.json").string)
+    }
+
+    /// A report whose items were reordered after it was written, and a file that is not a report.
+    private static func checkDisorderedAndForeignReports(in folder: FilePath, directory: FilePath) throws {
+        var lines = try String(contentsOfFile: folder.appending("shard-2.json").string, encoding: .utf8)
+            .split(separator: "\n").map(String.init)
+        lines.swapAt(1, 2)
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: folder.appending("shard-2.json").string))
+        let disordered = try Self.docconvert(["merge-reports", folder.string])
+        #expect(disordered.status == 65 && disordered.stderr.contains("not sorted"), "\(disordered.stderr)")
+        try Data("{\"notes\": []}".utf8).write(to: URL(fileURLWithPath: folder.appending("shard-2.json").string))
+        let foreign = try Self.docconvert(["merge-reports", folder.string])
+        #expect(foreign.status == 65 && foreign.stderr.contains("not a batch report"), "\(foreign.stderr)")
+        #expect(try Self.docconvert(["merge-reports", directory.appending("none").string]).status == 66)
+    }
+
+    /// A run's --json stream saved to a file (items in the order they finished, no attempts): read whole, sorted.
+    private static func checkStreamedRun(of shards: [[BatchItem]], directory: FilePath) throws {
+        let streamed = directory.appending("streamed")
+        try FileManager.default.createDirectory(atPath: streamed.string, withIntermediateDirectories: true)
+        let bytes = Mutex(Data())
+        let stream = BatchReportStream { data in bytes.withLock { $0 += data } }
+        stream.begin(BatchReport(root: "/srv/home", shard: .all, dryRun: false, legacy: "keep", compression: "deflate",
+                                 jobs: 1, generator: "test"))
+        var summary = BatchSummary()
+        for item in shards.flatMap({ $0 }).reversed() {
+            stream.item(item)
+            summary.outcomes[item.outcome, default: 0] += 1
+        }
+        stream.end(summary)
+        try bytes.withLock { $0 }.write(to: URL(fileURLWithPath: streamed.appending("run.json").string))
+        let fromStream = try Self.docconvert(["merge-reports", streamed.string, "1", "--json"])
+        #expect(fromStream.status == 0, "\(fromStream.stderr)")
+        let sources = (try Self.merged(fromStream)["items"] as? [[String: Any]])?.compactMap { $0["source"] as? String }
+        #expect(sources == shards.flatMap { $0 }.map(\.source).sorted())
     }
 
     @Test("hostile numbers in reports: sizes past Int64.max add up without trapping, negative sizes are refused")

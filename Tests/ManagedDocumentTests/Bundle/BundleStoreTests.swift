@@ -26,8 +26,8 @@ struct BundleStoreTests {
     }
 
     static func bundle(in directory: FilePath, pageSize: Int, bytes: Int, level: Int) throws -> (FilePath, FilePath) {
-        let store = try SegmentDigestTests.makeStore(at: directory.appending("store-\(pageSize)-\(level).sqlite"),
-                                                     bytes: bytes, pageSize: pageSize)
+        let store = try SegmentDigestTests.store(at: directory.appending("store-\(pageSize)-\(level).sqlite"),
+                                                 bytes: bytes, pageSize: pageSize)
         var options = WritingOptions()
         options.compression = level == 0 ? .store : .deflate(level: level)
         let bundle = directory.appending("Doc-\(pageSize)-\(level).mdz")
@@ -107,8 +107,8 @@ struct BundleStoreTests {
           arguments: [0, 2])
     func coarseDigests(level: Int) async throws {
         try await withTemporaryDirectory { directory in
-            let loose = try SegmentDigestTests.makeStore(at: directory.appending("store.sqlite"), bytes: 1_600_000,
-                                                         pageSize: 4096)
+            let loose = try SegmentDigestTests.store(at: directory.appending("store.sqlite"), bytes: 1_600_000,
+                                                     pageSize: 4096)
             var options = WritingOptions()
             options.compression = level == 0 ? .store : .deflate(level: level)
             options.maximumSegmentDigests = 4

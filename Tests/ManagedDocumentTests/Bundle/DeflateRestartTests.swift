@@ -12,14 +12,9 @@ struct DeflateRestartTests {
     /// A bundle whose store (about 3 MiB, a dozen segments) was deflated on two threads, with its restart index.
     static func makeBundle(at bundle: FilePath, threads: Int = 2,
                            compression: WritingOptions.Compression = .deflate(level: 6)) throws -> DocumentMetadata {
-        let work = bundle.removingLastComponent().appending(".store-\(UUID().uuidString)")
-        try FileSystem.createDirectory(work)
-        defer { try? FileSystem.removeTree(work) }  // Squash cleanup error of a test fixture.
-        let store = try Fixtures.makeStore(at: work.appending("store.sqlite"), rows: 9_000, blobSize: 200)
         var options = WritingOptions(compression: compression)
         options.compressionThreads = threads
-        return try BundleWriter.write(BundleContent(store: store), metadata: DocumentMetadata(), to: bundle,
-                                      options: options)
+        return try Fixtures.makeBundle(at: bundle, rows: 9_000, blobSize: 200, options: options)
     }
 
     /// Rewrites the bundle's metadata with `edit` applied to `store.deflateRestarts` (as JSON), stored uncompressed.

@@ -27,9 +27,7 @@ struct RepackTests {
         let store = try Fixtures.makeStore(at: work.appending("store.sqlite"), rows: 6000)
         try Data("grüße\n".utf8).write(to: URL(fileURLWithPath: work.appending(Self.additionalName).string))
         let bundle = directory.appending("Original.mdz")
-        let metadata = try BundleWriter.write(
-            BundleContent(store: store, additionalContent: work.appending("AdditionalContent")),
-            metadata: DocumentMetadata(), to: bundle)
+        let metadata = try Fixtures.makeBundle(at: bundle, store: store, additionalContent: work.appending("AdditionalContent"))
         try FileSystem.removeTree(work)
         return (bundle, metadata)
     }
@@ -55,7 +53,7 @@ struct RepackTests {
                                           "StoreContent", "AdditionalContent"], in: unpacked)
             #expect(made.status == 0, "\(made.output)")
         case .pythonDeflated, .pythonStored:
-            try Fixtures.runPython("""
+            try Python.run("""
                 import json, os, sys, zipfile
                 source, target, mode = sys.argv[1], sys.argv[2], sys.argv[3]
                 method = zipfile.ZIP_DEFLATED if mode == 'deflated' else zipfile.ZIP_STORED

@@ -11,23 +11,9 @@ import Testing
 @Suite("Segment digests: one SHA-256 per segment of the store, true to its bytes and checked")
 struct SegmentDigestTests {
     /// A store of about `bytes` bytes at `pageSize`, rows of random blobs (so deflate cannot shrink it away).
-    static func makeStore(at path: FilePath, bytes: Int, pageSize: Int) throws -> FilePath {
-        let queue = try DatabaseQueue(path: path.string)
-        try queue.writeWithoutTransaction { db in
-            try db.execute(sql: "PRAGMA page_size = \(pageSize)")
-            try db.execute(sql: "PRAGMA journal_mode = DELETE")
-            try db.execute(sql: "CREATE TABLE blob(id INTEGER PRIMARY KEY, payload BLOB, text TEXT)")
-        }
-        var generator = SeededGenerator(seed: UInt64(pageSize + bytes))
-        try queue.write { db in
-            for index in 0..<(bytes / 700) {
-                let payload = Data((0..<400).map { _ in UInt8.random(in: 0...255, using: &generator) })
-                try db.execute(sql: "INSERT INTO blob(payload, text) VALUES (?, ?)",
-                               arguments: [payload, String(repeating: "row \(index) ", count: 20)])
-            }
-        }
-        try queue.close()
-        return path
+    static func store(at path: FilePath, bytes: Int, pageSize: Int) throws -> FilePath {
+        try Fixtures.makeBlobStore(at: path, rows: bytes / 700, blobSize: 400, seed: UInt64(pageSize + bytes),
+                                   pageSize: pageSize) { String(repeating: "row \($0) ", count: 20) }
     }
 
     /// The SHA-256 of each `interval` bytes of `bytes`.
@@ -41,7 +27,7 @@ struct SegmentDigestTests {
           arguments: [(0, 4096, 300_000), (2, 1024, 700_000), (6, 65_536, 1_500_000), (2, 4096, 20_000)])
     func written(level: Int, pageSize: Int, bytes: Int) async throws {
         try await withTemporaryDirectory { directory in
-            let store = try Self.makeStore(at: directory.appending("store.sqlite"), bytes: bytes, pageSize: pageSize)
+            let store = try Self.store(at: directory.appending("store.sqlite"), bytes: bytes, pageSize: pageSize)
             var options = WritingOptions()
             options.compression = level == 0 ? .store : .deflate(level: level)
             let bundle = directory.appending("Doc.mdz")
@@ -67,7 +53,7 @@ struct SegmentDigestTests {
     @Test("a writer's verification against the bytes it packed refuses one byte changed, fewer bytes, other digests")
     func comparedWithPackedBytes() async throws {
         try await withTemporaryDirectory { directory in
-            let store = try Self.makeStore(at: directory.appending("store.sqlite"), bytes: 300_000, pageSize: 4096)
+            let store = try Self.store(at: directory.appending("store.sqlite"), bytes: 300_000, pageSize: 4096)
             let bundle = directory.appending("Doc.mdz")
             let metadata = try BundleWriter.write(BundleContent(store: store), metadata: DocumentMetadata(),
                                                   to: bundle, options: WritingOptions())

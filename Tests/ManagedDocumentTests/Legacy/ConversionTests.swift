@@ -107,33 +107,14 @@ struct ConversionTests {
                 db.execute("COMMIT")
                 print(db.execute("SELECT count(*) FROM note").fetchone()[0], flush=True)
                 """
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", "-c", script, path.string]
-            let output = Pipe()
-            let input = Pipe()
-            process.standardOutput = output
-            process.standardInput = input
-            try process.run()
-            defer { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
-            // Lines as they come: a read may return part of one.
-            var received = ""
-            func nextLine() -> String? {
-                while !received.contains("\n") {
-                    let data = output.fileHandleForReading.availableData
-                    if data.isEmpty { return nil }
-                    received += String(decoding: data, as: UTF8.self)
-                }
-                let line = String(received.prefix { $0 != "\n" })
-                received = String(received.drop { $0 != "\n" }.dropFirst())
-                return line
-            }
-            #expect(nextLine() == "reserved")
+            let python = try PythonProcess(script, [path.string])
+            defer { python.kill() }
+            #expect(python.readLine() == "reserved")
 
             let report = try LegacyConverter(options: keepOptions()).convert(storeAt: path)
             #expect(try Fixtures.bundleDigests(FilePath(report.bundle)) == committed, "the committed rows, no more")
-            input.fileHandleForWriting.write(Data("go\n".utf8))
-            #expect(nextLine() == "201", "the writer committed after the conversion")
+            python.send("go")
+            #expect(python.readLine() == "201", "the writer committed after the conversion")
         }
     }
 

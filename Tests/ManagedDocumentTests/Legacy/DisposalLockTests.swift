@@ -48,7 +48,7 @@ struct DisposalLockTests {
                     db.execute("INSERT INTO note(title) VALUES (?)", (sys.argv[2],))
                     os.kill(os.getpid(), signal.SIGKILL)
                     """
-                try Fixtures.runPython(script, [path.string, title])
+                try Python.execute(script, [path.string, title])  // killed by itself: its status says nothing
             }
             try commitAndDie("first")
             let mainBefore = try Fixtures.bytes(of: path)
@@ -76,8 +76,9 @@ struct DisposalLockTests {
                 print("reading", flush=True)
                 time.sleep(30)
                 """
-            let process = try Fixtures.startPython(script, [path.string])  // "reading"
-            defer { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+            let python = try PythonProcess(script, [path.string])
+            defer { python.kill() }
+            _ = python.readLine()  // "reading"
             let stamps = try SourceSnapshot.stamps(of: try legacy(path))
             let started = Date()
             let error = #expect(throws: DocumentError.self) {

@@ -126,8 +126,9 @@ struct HostileSourceTests {
                 print("locked", flush=True)
                 time.sleep(30)
                 """
-            let process = try Fixtures.startPython(script, [path.string])  // "locked"
-            defer { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+            let python = try PythonProcess(script, [path.string])
+            defer { python.kill() }
+            _ = python.readLine()  // "locked"
             let before = try Fixtures.fileHashes(directory)
             let started = Date()
             let error = #expect(throws: DocumentError.self) { try converter(timeout: 0.5).convert(storeAt: path) }
@@ -151,8 +152,9 @@ struct HostileSourceTests {
                 time.sleep(0.8)
                 db.close()
                 """
-            let process = try Fixtures.startPython(script, [path.string])  // "open": the -wal and -shm exist now
-            defer { process.waitUntilExit() }
+            let python = try PythonProcess(script, [path.string])
+            defer { python.process.waitUntilExit() }
+            _ = python.readLine()  // "open": the -wal and -shm exist now
             #expect(FileSystem.isRegularFile(FilePath(path.string + "-shm")))
             var options = ConversionOptions()
             options.legacyPolicy = .keep

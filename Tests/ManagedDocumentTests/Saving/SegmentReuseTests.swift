@@ -14,35 +14,6 @@ import Testing
 /// deflated, and the bundle written holds exactly the new store.
 @Suite("Segment reuse: a change in any one segment is found, and only that segment is deflated")
 struct SegmentReuseTests {
-    /// A store of about `bytes` bytes of text rows (it deflates), at `pageSize`, whose size is not a multiple of the
-    /// restart interval (its last segment is partial).
-    static func makeTextStore(at path: FilePath, bytes: Int, pageSize: Int, autoVacuum: Bool = false) throws {
-        let queue = try DatabaseQueue(path: path.string)
-        try queue.writeWithoutTransaction { db in
-            try db.execute(sql: "PRAGMA page_size = \(pageSize)")
-            if autoVacuum { try db.execute(sql: "PRAGMA auto_vacuum = FULL") }
-            try db.execute(sql: "PRAGMA journal_mode = DELETE")
-            try db.execute(sql: "CREATE TABLE note(id INTEGER PRIMARY KEY, body TEXT)")
-        }
-        var generator = SeededGenerator(seed: UInt64(bytes + pageSize))
-        let letters = Array("abcdefghijklmnopqrstuvwxyz")
-        var size = 0
-        var rows = 0
-        while size < bytes || size % 131_072 == 0 {
-            try queue.write { db in
-                for _ in 0..<50 {
-                    let body = String((0..<900).map { index in
-                        index % 7 == 6 ? " " : letters[Int(generator.next() % 26)]
-                    })
-                    try db.execute(sql: "INSERT INTO note(id, body) VALUES (?, ?)", arguments: [rows, body])
-                    rows += 1
-                }
-            }
-            size = Int(try FileSystem.status(path)!.size)
-        }
-        try queue.close()
-    }
-
     /// Writes a bundle of `store` and returns the identity of the file put in place.
     static func save(_ store: FilePath, to bundle: FilePath, reusing: FileIdentity?) throws
     -> (FileIdentity, SaveReport) {
@@ -70,7 +41,7 @@ struct SegmentReuseTests {
     func singleSegmentChange(pageSize: Int, segment: Int) async throws {
         try await withTemporaryDirectory { directory in
             let store = directory.appending("store.sqlite")
-            try Self.makeTextStore(at: store, bytes: 1_500_000, pageSize: pageSize)
+            try Fixtures.makeTextStore(at: store, bytes: 1_500_000, pageSize: pageSize)
             let bundle = directory.appending("Doc.mdz")
             let (identity, first) = try Self.save(store, to: bundle, reusing: nil)
             #expect(first.mode == .full)
@@ -104,7 +75,7 @@ struct SegmentReuseTests {
     func nothingChanged() async throws {
         try await withTemporaryDirectory { directory in
             let store = directory.appending("store.sqlite")
-            try Self.makeTextStore(at: store, bytes: 1_200_000, pageSize: 4096)
+            try Fixtures.makeTextStore(at: store, bytes: 1_200_000, pageSize: 4096)
             let bundle = directory.appending("Doc.mdz")
             let (identity, _) = try Self.save(store, to: bundle, reusing: nil)
             let (_, report) = try Self.save(store, to: bundle, reusing: identity)
@@ -117,7 +88,7 @@ struct SegmentReuseTests {
     func growAndShrink() async throws {
         try await withTemporaryDirectory { directory in
             let store = directory.appending("store.sqlite")
-            try Self.makeTextStore(at: store, bytes: 1_200_000, pageSize: 4096, autoVacuum: true)
+            try Fixtures.makeTextStore(at: store, bytes: 1_200_000, pageSize: 4096, autoVacuum: true)
             let bundle = directory.appending("Doc.mdz")
             var (identity, _) = try Self.save(store, to: bundle, reusing: nil)
             let queue = try DatabaseQueue(path: store.string)
@@ -148,7 +119,7 @@ struct SegmentReuseTests {
     func lastSegmentOnBoundary() async throws {
         try await withTemporaryDirectory { directory in
             let store = directory.appending("store.sqlite")
-            try Self.makeTextStore(at: store, bytes: 1_200_000, pageSize: 4096)
+            try Fixtures.makeTextStore(at: store, bytes: 1_200_000, pageSize: 4096)
             // > The file cut or extended, and the page count in its header (bytes 28-31) set to match: the schema
             // > stays readable, and the writer sees a store that ends exactly where the test wants.
             var bytes = try Fixtures.bytes(of: store)
@@ -176,8 +147,8 @@ struct SegmentReuseTests {
             (identity, report) = try Self.save(store, to: bundle, reusing: identity)
             #expect(report.mode == .incremental && report.deflatedSegments == 2, "page 1, the new last: \(report)")
             #expect(try Self.storeBytes(of: bundle, in: directory) == bytes)
-            try Fixtures.runPython("import sys, zipfile; sys.exit(1 if zipfile.ZipFile(sys.argv[1]).testzip() else 0)",
-                                   [bundle.string])
+            try Python.run("import sys, zipfile; sys.exit(1 if zipfile.ZipFile(sys.argv[1]).testzip() else 0)",
+                           [bundle.string])
         }
     }
 
@@ -185,7 +156,7 @@ struct SegmentReuseTests {
     func notReused() async throws {
         try await withTemporaryDirectory { directory in
             let store = directory.appending("store.sqlite")
-            try Self.makeTextStore(at: store, bytes: 1_200_000, pageSize: 4096)
+            try Fixtures.makeTextStore(at: store, bytes: 1_200_000, pageSize: 4096)
             let bundle = directory.appending("Doc.mdz")
             let (identity, _) = try Self.save(store, to: bundle, reusing: nil)
 
@@ -220,7 +191,7 @@ struct SegmentReuseTests {
     func identityFromBeforeTheFirstRead() async throws {
         try await withTemporaryDirectory { directory in
             let store = directory.appending("store.sqlite")
-            try Self.makeTextStore(at: store, bytes: 1_200_000, pageSize: 4096)
+            try Fixtures.makeTextStore(at: store, bytes: 1_200_000, pageSize: 4096)
             let bundle = directory.appending("Doc.mdz")
             _ = try Self.save(store, to: bundle, reusing: nil)
 
@@ -245,7 +216,7 @@ struct SegmentReuseTests {
     func coarseTimesProveNothing() async throws {
         try await withTemporaryDirectory { directory in
             let store = directory.appending("store.sqlite")
-            try Self.makeTextStore(at: store, bytes: 1_200_000, pageSize: 4096)
+            try Fixtures.makeTextStore(at: store, bytes: 1_200_000, pageSize: 4096)
             let bundle = directory.appending("Doc.mdz")
             var (identity, _) = try Self.save(store, to: bundle, reusing: nil)
             #expect(identity.hasFineTimes)

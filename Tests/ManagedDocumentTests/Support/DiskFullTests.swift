@@ -33,20 +33,6 @@ struct DiskFullTests {
         }
     }
 
-    /// A store of `megabytes` of random blobs (incompressible), in DELETE journal mode.
-    private func makeStore(_ path: FilePath, megabytes: Int, seed: UInt64 = 1) throws {
-        let queue = try DatabaseQueue(path: path.string)
-        try queue.write { db in
-            try db.execute(sql: "CREATE TABLE blob(id INTEGER PRIMARY KEY, data BLOB)")
-            var generator = SeededGenerator(seed: seed)
-            for _ in 0..<(megabytes * 16) {
-                let bytes = (0..<65536).map { _ in UInt8.random(in: 0...255, using: &generator) }
-                try db.execute(sql: "INSERT INTO blob(data) VALUES (?)", arguments: [Data(bytes)])
-            }
-        }
-        try queue.close()
-    }
-
     private func expectNoSpace(_ error: DocumentError?, _ what: String) {
         #expect(error?.code == .ioFailure, "\(what): \(String(describing: error))")
         #expect(error?.reason.contains("no space left") == true, "\(what): \(String(describing: error))")
@@ -61,7 +47,7 @@ struct DiskFullTests {
     func convert() async throws {
         try await withSmallDisk(5 * 1024) { disk, grow in
             let store = disk.appending("Big.sqlite")
-            try makeStore(store, megabytes: 3)
+            try Fixtures.makeBlobStore(at: store, rows: 48, blobSize: 65_536, seed: 1)  // 3 MiB
             let before = try FileDigest(of: store)
             var options = ConversionOptions()
             options.legacyPolicy = .keep
@@ -110,7 +96,7 @@ struct DiskFullTests {
         try await withSmallDisk(2 * 1024) { disk, grow in
             try await withTemporaryDirectory { elsewhere in
                 let store = elsewhere.appending("Big.sqlite")
-                try makeStore(store, megabytes: 3)
+                try Fixtures.makeBlobStore(at: store, rows: 48, blobSize: 65_536, seed: 1)  // 3 MiB
                 let bundle = elsewhere.appending("Big.mdz")
                 try BundleWriter.createDocument(at: bundle, copyingStore: store)
                 let before = try Fixtures.bytes(of: bundle)
@@ -133,14 +119,14 @@ struct DiskFullTests {
     func batch() async throws {
         try await withSmallDisk(6 * 1024) { disk, grow in
             let small = [disk.appending("a.sqlite"), disk.appending("b.sqlite")]
-            for (index, store) in small.enumerated() { try makeStore(store, megabytes: 0, seed: UInt64(index)) }
+            for (index, store) in small.enumerated() { try Fixtures.makeBlobStore(at: store, rows: 0, blobSize: 65_536, seed: UInt64(index)) }
             for store in small {
                 let queue = try DatabaseQueue(path: store.string)
-                try await queue.write { db in try db.execute(sql: "INSERT INTO blob(data) VALUES (randomblob(1000))") }
+                try await queue.write { db in try db.execute(sql: "INSERT INTO blob(payload) VALUES (randomblob(1000))") }
                 try queue.close()
             }
             let big = disk.appending("big.sqlite")
-            try makeStore(big, megabytes: 3)
+            try Fixtures.makeBlobStore(at: big, rows: 48, blobSize: 65_536, seed: 1)  // 3 MiB
             let digests = try [small[0], small[1], big].map { try FileDigest(of: $0).sha256 }
             var options = BatchOptions()
             options.jobs = 1

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import GRDB
 import SystemPackage
+import TestSupport
 @testable import ManagedDocument
 
 /// Damaged and hostile bundles made in code, for tests only.

@@ -4,6 +4,7 @@
 
 import Foundation
 import SystemPackage
+import TestSupport
 import Testing
 @testable import ManagedDocument
 

@@ -7,10 +7,10 @@ What it checks, in the article (default Sources/ManagedDocument/ManagedDocument.
 - every path in backquotes that ends in `.swift` or names a folder (`Bundle/InPlace/`, `Support/FileIO.swift`) exists,
   under Sources/ManagedDocument/ (or, failing that, anywhere in the repository, for `scripts/...`), or, when it is a
   bare file name, somewhere under Sources/;
-- every identifier in backquotes that looks like a type (UpperCamelCase, alone or before `.member`, `(`, `<`) is
+- every identifier in backquotes that looks like a type (UpperCamelCase with a lowercase letter, alone or before `.member`, `(`, `<`) is
   declared by a `struct`, `class`, `enum`, `protocol`, `actor` or `typealias` in Sources/, or is one of the few
-  types of the dependencies the article names (EXTERNAL); for `Type.member`, a member of that name is declared in
-  Sources/ too (a `func`, `var`, `let`, `case`, `init` or nested type);
+  types of the dependencies the article names (EXTERNAL); for `Type.member`, a member of that name (a `func`, `var`,
+  `let`, `case`, `init` or nested type) is declared in a file that declares or extends `Type`;
 - every DocC symbol link (double backquotes) names a type declared in Sources/ (DocC checks the rest of the link
   when it builds the catalog).
 Run by scripts/docs.sh; exit 0 when clean, 1 listing what is missing.
@@ -28,30 +28,31 @@ ARTICLE = LIBRARY / "ManagedDocument.docc" / "Architecture.md"
 EXTERNAL = {"Mutex", "Stat", "FileDescriptor", "Errno", "FilePath", "DatabaseQueue", "DatabasePool",
             "DatabaseMigrator", "Database", "Sendable", "Thread", "DispatchSemaphore", "DispatchQueue", "Logger",
             "SHA256", "Task", "AsyncStream", "Data", "Date", "URL", "Value", "UIManagedDocument", "UIDocument",
-            "ValueObservation", "TransactionObserver"}
+            "ValueObservation", "TransactionObserver", "UUID"}
 
 TYPE_DECLARATION = re.compile(r"\b(?:struct|class|enum|protocol|actor|typealias)\s+([A-Z]\w*)")
 MEMBER_DECLARATION = re.compile(r"\b(?:func|var|let|case|struct|class|enum|protocol|typealias)\s+`?(\w+)")
 INITIALIZER = re.compile(r"\binit\b")
 CODE_SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 SYMBOL_LINK = re.compile(r"``([^`\n]+)``")
-TYPE_TOKEN = re.compile(r"^([A-Z][A-Za-z0-9]*)(?:\.([A-Za-z_]\w*))?(?:[(<].*)?$")
+TYPE_TOKEN = re.compile(r"^([A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*)(?:\.([A-Za-z_]\w*))?(?:[(<].*)?$")
 
 
 def declarations():
-    types, members = set(), set()
+    """The types declared in Sources/, and for each the members declared in the files that declare or extend it."""
+    types, members = set(), {}
     for path in SOURCES.rglob("*.swift"):
         text = path.read_text(errors="replace")
         types.update(TYPE_DECLARATION.findall(text))
-        members.update(MEMBER_DECLARATION.findall(text))
-        if INITIALIZER.search(text):
-            members.add("init")
+        declared = set(MEMBER_DECLARATION.findall(text)) | ({"init"} if INITIALIZER.search(text) else set())
+        for owner in re.findall(r"\b(?:struct|class|enum|protocol|actor|extension)\s+([A-Z]\w*)", text):
+            members.setdefault(owner, set()).update(declared)
     return types, members
 
 
 def path_exists(token: str, file_names: set[str]) -> bool:
     candidate = token.rstrip("/")
-    if "/" not in candidate:
+    if "/" not in candidate and not token.endswith("/"):
         return candidate in file_names
     return any((base / candidate).exists() for base in (LIBRARY, SOURCES, ROOT))
 
@@ -82,8 +83,8 @@ def main() -> int:
                 continue
             if name not in types:
                 problems.append(f"{article.name}:{number}: `{token}`: no type {name} in Sources/")
-            elif member and member not in members:
-                problems.append(f"{article.name}:{number}: `{token}`: no member {member} declared in Sources/")
+            elif member and member not in members.get(name, set()):
+                problems.append(f"{article.name}:{number}: `{token}`: {name} has no member {member}")
     for problem in problems:
         print(problem)
     if problems:

@@ -170,7 +170,7 @@ struct BatchWalker {
     /// A file's candidate, or `nil` when the file belongs to an item reported elsewhere. With `status`, the file's
     /// `lstat(2)` the walk just read: it is not read again.
     private func classifyFile(_ path: FilePath, relative: String, kind: FileSystem.Kind,
-                              status: FileSystem.Status? = nil) -> BatchCandidate? {
+                              status: Stat? = nil) -> BatchCandidate? {
         let detection: LegacyDetection
         do {
             detection = try status.map { try LegacyDetector.detect(at: path, status: $0) }

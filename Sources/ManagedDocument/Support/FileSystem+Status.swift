@@ -19,10 +19,6 @@ extension FileSystem {
         case other
     }
 
-    /// What `lstat(2)`, `stat(2)` or `fstat(2)` says of a file: swift-system's `Stat`, whose initializers throw the
-    /// call's `Errno`, with the library's ``Stat/kind``, ``Stat/modificationTime`` and ``Stat/identity``.
-    typealias Status = Stat
-
     /// `lstat(2)`: the status of the file itself, not of what a link points to. `nil` when nothing is there.
     static func status(_ path: FilePath) throws -> Stat? {
         do throws(Errno) {

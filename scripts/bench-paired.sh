@@ -14,13 +14,14 @@
 #   BENCH_RUNS=5             rounds; each runs every case once with each binary, in alternating order
 #   BENCH_DIR=./bench-work   work folder (relative to the repository root; git-ignored)
 #   BENCH_KEEP=1             keep the work folder afterwards
-#   BENCH_CASES="..."        cases to run (default: all): convert convert-d6 convert-store save query
+#   BENCH_CASES="..."        cases to run (default: all): convert convert-d6 convert-store save save-full query
 #
 # Cases (each run on a fresh copy made before the timing starts; the page cache is left warm for both builds alike):
 #   convert        docconvert convert SRC --output B --legacy keep               (deflate 2, ISA-L)
 #   convert-d6     the same with --level 6 (zlib)
 #   convert-store  the same with --compression store
 #   save           docconvert migrate B --migrations M: open for writing, insert one row, save (incremental)
+#   save-full      the same with a migration that changes every row (every page written: a full save)
 #   query          docconvert query B "SELECT sum(length(body)) FROM note": every page read in place
 # Timing: `/usr/bin/time -f '%e %M'` around each command (wall seconds, peak RSS in KiB).
 set -euo pipefail
@@ -84,6 +85,8 @@ PY
 mkdir -p "$WORK/migrations"
 echo "INSERT INTO note(title, body, score) VALUES ('one row', 'added by the benchmark', 0.5);" \
     >"$WORK/migrations/V1__one_row.sql"
+mkdir -p "$WORK/migrations-full"
+echo "UPDATE note SET score = score + 1;" >"$WORK/migrations-full/V1__every_row.sql"
 for which in base new; do
     binary=$BASE; [[ $which == new ]] && binary=$NEW
     cp "$WORK/store.sqlite" "$WORK/$which-source.sqlite"
@@ -98,8 +101,9 @@ case_convert() { fresh_source; timed "$1" convert "$WORK/run.sqlite" --output "$
 case_convert-d6() { fresh_source; timed "$1" convert "$WORK/run.sqlite" --output "$WORK/run.mdz" --legacy keep --level 6; }
 case_convert-store() { fresh_source; timed "$1" convert "$WORK/run.sqlite" --output "$WORK/run.mdz" --legacy keep --compression store; }
 case_save() { rm -f "$WORK/run.mdz"; cp "$WORK/$2.mdz" "$WORK/run.mdz"; timed "$1" migrate "$WORK/run.mdz" --migrations "$WORK/migrations"; }
+case_save-full() { rm -f "$WORK/run.mdz"; cp "$WORK/$2.mdz" "$WORK/run.mdz"; timed "$1" migrate "$WORK/run.mdz" --migrations "$WORK/migrations-full"; }
 case_query() { timed "$1" query "$WORK/$2.mdz" "SELECT sum(length(body)) FROM note"; }
-CASES=(${BENCH_CASES:-convert convert-d6 convert-store save query})
+CASES=(${BENCH_CASES:-convert convert-d6 convert-store save save-full query})
 
 for round in $(seq 1 "$RUNS"); do
     order=(base new); (( round % 2 == 0 )) && order=(new base)

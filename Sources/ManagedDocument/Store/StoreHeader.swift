@@ -60,11 +60,16 @@ struct StoreHeader: Sendable, Equatable {
 
     /// The page size the first 18 bytes of a store name, when valid (``pageSize``); `nil` for fewer bytes.
     static func pageSize(_ bytes: [UInt8]) -> Int? {
-        guard bytes.count >= 18 else { return nil }
-        let raw = Int(bytes[16]) << 8 | Int(bytes[17])
+        guard let raw = rawPageSize(bytes) else { return nil }
         let size = raw == 1 ? 65_536 : raw
         guard size >= 512, size <= 65_536, size & (size - 1) == 0 else { return nil }
         return size
+    }
+
+    /// The page size field as written (bytes 16-17, big-endian), valid or not, for an error to quote; `nil` for
+    /// fewer than 18 bytes.
+    static func rawPageSize(_ bytes: [UInt8]) -> Int? {
+        bytes.count >= 18 ? Int(bytes[16]) << 8 | Int(bytes[17]) : nil
     }
 
     /// The file change counter (``changeCounterRange``).

@@ -64,10 +64,10 @@ extension OverlayWorkingStore {
         guard source.size > 0 else { return 4096 }
         var header = [UInt8](repeating: 0, count: 18)
         let read = try header.withUnsafeMutableBytes { try source.read(into: $0.baseAddress!, count: 18, at: 0) }
-        guard let size = StoreHeader.pageSize(Array(header.prefix(read))) else {
-            let raw = read == 18 ? Int(header[16]) << 8 | Int(header[17]) : 0
+        let bytes = Array(header.prefix(read))
+        guard let size = StoreHeader.pageSize(bytes) else {
             throw DocumentError(.notSQLite, path: path, entry: BundleLayout.store,
-                                reason: "the store's header names no valid page size (\(raw))")
+                                reason: "the store's header names no valid page size (\(StoreHeader.rawPageSize(bytes) ?? 0))")
         }
         return size
     }

@@ -4,8 +4,8 @@
 /// A loan is made by whoever verified all of the file: the reader that extracted it restart segment by restart
 /// segment (``BundleReader/extractVerifying(into:forReuse:)``, through ``init(extracted:inflatedSegmentWise:before:after:)``),
 /// or the writer that wrote, re-read and renamed it into place (``BundleWriter/Staged/commit()``, through
-/// ``init(written:)``). A ``Document`` keeps the last one it was given and hands it to its next save
-/// (``BundleWriter/stage(_:metadata:to:options:storeFacts:permissionsOf:reusing:completingMetadata:)``), where
+/// ``init(written:)``). A document's extracted working store keeps the last one it was given and hands it to its
+/// next save (``BundleWriter/StoreInput/file(_:reusing:)``); an overlay's lends its base by ``init(base:)``. In both,
 /// ``SegmentReuse`` asks ``terms(from:)`` before it copies a byte and ``isKept(by:)`` once it has copied them.
 struct SegmentLoan: Equatable, Sendable {
     /// The identity the bundle file had when all of it was verified: the loan holds while the file has it.

@@ -5,7 +5,7 @@
 # model, and each state is materialized and checked (the document recovers every acknowledged commit, the bundle is
 # whole and old or new, a legacy source is never gone while its bundle is not durable).
 #
-#   scripts/crash-states.sh [SCALE]     default 10: each path makes SCALE times CI's commits and saves
+#   scripts/crash-states.sh [SCALE]     default 20 (over 10,000 states): each path makes SCALE times CI's commits and saves
 #
 # CI checks a sample of each path's states (at most 40) with single drops capped at 12 a point; this script
 # checks all of them, with every single drop, and fails each step of a save with ENOSPC, EIO and EMFILE.
@@ -13,7 +13,7 @@
 # tests (with -enable-testing), three to five times faster per state.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scale=${1:-10}
+scale=${1:-20}
 [[ $scale =~ ^[1-9][0-9]*$ ]] || { echo "crash-states: SCALE must be a positive integer" >&2; exit 64; }
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

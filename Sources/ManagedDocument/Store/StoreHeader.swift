@@ -90,9 +90,6 @@ struct StoreHeader: Sendable, Equatable {
         return UInt64(pageSize) * UInt64(pages)
     }
 
-    /// The bytes of ``stateRange``.
-    var state: ArraySlice<UInt8> { bytes[Self.stateRange] }
-
     /// Whether `old` and `new`, the ``stateRange`` bytes of two stores read whole, cannot be told apart by SQLite.
     static func statesCollide(_ old: [UInt8], _ new: [UInt8]) -> Bool {
         old.count == stateRange.count && new.count == stateRange.count && old == new

@@ -13,6 +13,9 @@ let package = Package(
     products: [
         .library(name: "ManagedDocument", targets: ["ManagedDocument"]),
         .executable(name: "docconvert", targets: ["docconvert"]),
+        // libmdzvfs.so, a loadable SQLite extension: `.load libmdzvfs`, then open `file:doc.mdz?vfs=mdz`. SQLite
+        // derives the entry point (`sqlite3_mdzvfs_init`) from the file name, so the name stays.
+        .library(name: "mdzvfs", type: .dynamic, targets: ["mdzvfs"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -44,6 +47,25 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: swiftSettings
+        ),
+        .target(
+            // The extension's SQLite glue: every call through the routines the host passes (sqlite3ext.h).
+            name: "CMDZExtension"
+        ),
+        .target(
+            // The `mdz` VFS. It compiles the library's reading layers (linked in Shared/: DocumentError, Support,
+            // the zip readers, the format, BundleReader, the in-place reading) into its own module, without GRDB and
+            // without the process's SQLite, and links the Swift runtime in, so a host needs no toolchain.
+            name: "mdzvfs",
+            dependencies: [
+                "CMDZExtension",
+                "CArchive",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: swiftSettings + [.define("MDZ_EXTENSION")],
+            linkerSettings: [.unsafeFlags(["-static-stdlib", "-Xlinker", "-l_FoundationCollections", "-Xlinker", "-l_FoundationCShims"])]
         ),
         .target(
             name: "LegacySamples",

@@ -19,6 +19,14 @@ typedef struct md_overlay_file {
     void *store;
 } md_overlay_file;
 
+// The SQLite calls the VFS code makes, under the names the `mdzvfs` extension's CMDZExtension gives them (there
+// through the host's `sqlite3_api_routines`; here the linked SQLite's own): that code is written once for both.
+static inline sqlite3_vfs *md_vfs_find(const char *name) { return sqlite3_vfs_find(name); }
+static inline int md_vfs_register(sqlite3_vfs *vfs, int makeDefault) { return sqlite3_vfs_register(vfs, makeDefault); }
+static inline sqlite3_int64 md_uri_int64(sqlite3_filename name, const char *parameter, sqlite3_int64 fallback) {
+    return sqlite3_uri_int64(name, parameter, fallback);
+}
+
 // Extended result codes are macros Swift cannot import (`(SQLITE_IOERR | (1<<8))`).
 static const int md_sqlite_ioerr_read = SQLITE_IOERR_READ;
 static const int md_sqlite_ioerr_short_read = SQLITE_IOERR_SHORT_READ;

@@ -1,5 +1,11 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if !MDZ_EXTENSION
 import GRDB
+#endif
 import SystemPackage
 
 /// The one error type thrown by the public API of ManagedDocument.
@@ -177,9 +183,11 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible, Localized
     /// A lower-level error in one short phrase a person can read.
     static func summary(of error: any Error) -> String {
         switch error {
+        #if !MDZ_EXTENSION  // the mdzvfs extension has no GRDB
         case let error as DatabaseError:
             // GRDB's description adds "- while executing `…`": a statement the user never wrote.
             return "SQLite error \(error.resultCode.rawValue): \(error.message ?? "\(error.resultCode)")"
+        #endif
         case let error as DecodingError:
             return summary(of: error)
         default:
@@ -222,8 +230,10 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible, Localized
         @unknown default:
             return (nil, "the JSON is not of the expected shape")
         }
-        let names = keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
-        let key = names.isEmpty ? nil : names.joined(separator: ".").replacingOccurrences(of: ".[", with: "[")
+        // > `items[3].size`: an index follows its key without a dot.
+        let key = keys.isEmpty ? nil : keys.enumerated().map { position, key in
+            key.intValue.map { "[\($0)]" } ?? (position == 0 ? key.stringValue : "." + key.stringValue)
+        }.joined()
         return (key, what)
     }
 
@@ -246,8 +256,8 @@ public struct DocumentError: Error, Sendable, CustomStringConvertible, Localized
     /// The JSON kind Foundation's message says it found ("Expected to decode Int but found a string instead."), in
     /// JSON's words.
     private static func found(in description: String) -> String {
-        guard let start = description.range(of: "found "),
-              let end = description.range(of: " instead", range: start.upperBound..<description.endIndex)
+        guard let start = description.firstRange(of: "found "),
+              let end = description[start.upperBound...].firstRange(of: " instead")
         else { return "another kind of value" }
         // > Foundation writes "a string" in one message and "number" in another.
         var word = String(description[start.upperBound..<end.lowerBound])

@@ -4,7 +4,11 @@ import Glibc
 import Darwin
 #endif
 import CArchive
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import SystemPackage
 
 /// Walks a zip archive's entries through libarchive's seekable zip reader (entries from the central directory, each
@@ -139,13 +143,13 @@ final class ArchiveReader {
 
     private func failure(_ status: Int32, _ operation: String) -> DocumentError {
         let underlying = ArchiveFailure(status: status, operation: operation, handle: handle)
-        let message = underlying.message ?? ""
+        let message = (underlying.message ?? "").lowercased()
         var code: DocumentError.Code = .corruptArchive
         var reason = "the archive is damaged; restore it from a backup"
-        if message.localizedCaseInsensitiveContains("crc") {
+        if message.contains("crc") {
             code = .checksumMismatch
             reason = "the entry's CRC-32 does not match its data; the bundle is damaged, restore it from a backup"
-        } else if message.localizedCaseInsensitiveContains("truncated") {
+        } else if message.contains("truncated") {
             code = .truncatedArchive
             reason = "the archive ends before the entry's data does; the bundle is truncated"
         } else if underlying.errno != 0 && status == ARCHIVE_FATAL && message.isEmpty {

@@ -1,7 +1,11 @@
 import CArchive
 import Crypto
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import SystemPackage
 
 /// Compresses one stream into a single raw deflate stream on several cores, the way pigz does.

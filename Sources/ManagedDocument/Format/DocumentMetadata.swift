@@ -4,7 +4,11 @@ import Glibc
 import Darwin
 #endif
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import SystemPackage
 
 /// The content of `DocumentMetadata.json`: what a bundle is, what it holds, and where it came from.
@@ -165,7 +169,11 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
     }
 
     /// The store's restart index (FORMAT.md 11.4); the type lives with the zip layer that writes and reads it.
+    #if MDZ_EXTENSION  // the same file, compiled into the mdzvfs extension's module
+    public typealias DeflateRestarts = mdzvfs.DeflateRestarts
+    #else
     public typealias DeflateRestarts = ManagedDocument.DeflateRestarts
+    #endif
 
     /// The app's model as recorded in the document.
     public struct Model: Codable, Sendable, Equatable {

@@ -3,7 +3,11 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import SystemPackage
 
 /// A file written aside and renamed into place: the write-aside-then-rename protocol.
@@ -96,7 +100,7 @@ final class AtomicFile {
         private static func readUmask() -> mode_t {
             guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
                   let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Umask:") }),
-                  let value = mode_t(line.dropFirst("Umask:".count).trimmingCharacters(in: .whitespaces), radix: 8)
+                  let value = mode_t(line.dropFirst("Umask:".count).filter { $0 != " " && $0 != "\t" }, radix: 8)
             else { return 0o022 }
             return value & 0o777
         }

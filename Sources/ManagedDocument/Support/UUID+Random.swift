@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 extension UUID {
     /// A new random (version 4) UUID from the system's random source (`getrandom(2)`, no file opened: Foundation's

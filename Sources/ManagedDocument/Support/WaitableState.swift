@@ -1,4 +1,6 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// State that threads block on until it says what they wait for: a lock and a condition variable together, each
 /// change made under the lock waking every thread that waits.
@@ -15,10 +17,11 @@ import Foundation
 /// ```
 ///
 /// ``Protected`` has no condition to wait on, and a semaphore signalled once per waiter is a count to keep right by
-/// hand; this is the one type that blocks a thread until a value is there. The lock is pthread's, which
-/// ThreadSanitizer sees. Blocking work only: an async task awaits instead.
+/// hand; this is the one type that blocks a thread until a value is there. The lock and the condition are pthread's
+/// (as Foundation's `NSCondition` is, which only the full Foundation has), which ThreadSanitizer sees. Blocking work
+/// only: an async task awaits instead.
 final class WaitableState<State: Sendable>: @unchecked Sendable {  // `state` is touched only while `condition` is locked
-    private let condition = NSCondition()
+    private let condition = Condition()
     private var state: State
 
     init(_ initial: State) { state = initial }
@@ -65,4 +68,27 @@ extension WaitableState {
     func wait<Value>() -> Value where State == Value? {
         wait { $0 }
     }
+}
+
+/// A pthread mutex and condition variable, in memory that never moves.
+private final class Condition {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let variable = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+    init() {
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(variable, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(variable)
+        pthread_mutex_destroy(mutex)
+        variable.deallocate()
+        mutex.deallocate()
+    }
+
+    func lock() { pthread_mutex_lock(mutex) }
+    func unlock() { pthread_mutex_unlock(mutex) }
+    func broadcast() { pthread_cond_broadcast(variable) }
+    func wait() { pthread_cond_wait(variable, mutex) }
 }

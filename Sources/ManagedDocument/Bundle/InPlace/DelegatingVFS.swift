@@ -1,10 +1,14 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+#if MDZ_EXTENSION
+import CMDZExtension  // SQLite's types; every call through the host's routines
+#else
 import CSQLite
 import GRDBSQLite  // sqlite3.h's types are attributed to the first module that includes it: GRDB's
+#endif
 
-/// The part the package's two VFSs (``BundleVFS``, ``OverlayVFS``) share: a `sqlite3_vfs` that hands everything but
+/// The part the package's VFSs (``BundleVFS``, ``OverlayVFS``, the extension's `mdz`) share: a `sqlite3_vfs` that hands everything but
 /// opening files to the process's default VFS (its `pAppData`): deleting and probing files, full path names,
 /// loading extensions (`xDlOpen`, `xDlError`, `xDlSym`, `xDlClose`: an app that enables extension loading on a
 /// document's connection loads through them), randomness, sleep, time and the last OS error.
@@ -18,7 +22,7 @@ enum DelegatingVFS {
     /// `fileSize` bytes (at least the default VFS's, whose files it also opens), and whose calls other than
     /// `xOpen` go to the default VFS; `nil` when there is no default VFS. The caller sets `xOpen`.
     static func make(named name: String, fileSize: Int) -> UnsafeMutablePointer<sqlite3_vfs>? {
-        guard let fallback = sqlite3_vfs_find(nil) else { return nil }
+        guard let fallback = md_vfs_find(nil) else { return nil }
         let vfs = UnsafeMutablePointer<sqlite3_vfs>.allocate(capacity: 1)  // lives as long as the process
         vfs.initialize(to: sqlite3_vfs())
         vfs.pointee.iVersion = 2

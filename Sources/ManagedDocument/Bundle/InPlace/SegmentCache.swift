@@ -42,12 +42,14 @@ final class SegmentCache: Sendable {
         }
     }
 
+    #if !MDZ_EXTENSION  // BundleStore is the library's
     /// The most bytes of segments the cache held at once, and the segments read from the bundle so far.
     var statistics: BundleStore.CacheStatistics {
         state.withLock {
             BundleStore.CacheStatistics(peakBytes: $0.peakCachedBytes, segmentsLoaded: $0.segmentsLoaded)
         }
     }
+    #endif
 
     /// The end of a segment's load, whether it was kept or failed.
     private typealias Load = WaitableState<Void?>

@@ -16,8 +16,8 @@ enum StoreRoute: Sendable {
 
     /// The route for `reader`'s store.
     init(_ reader: BundleReader) {
-        guard StoreInspector.opensURIs, BundleVFS.isRegistered else {
-            self = .extract(reason: "this SQLite does not open file: URIs or does not accept the bundle VFS")
+        if let reason = Self.inPlaceUnavailable {
+            self = .extract(reason: reason)
             return
         }
         guard let store = reader.entry(named: BundleLayout.store) else {

@@ -134,7 +134,7 @@ enum OverlayVFS {
         // > registration's number. A file without one is not a working copy's: an ATTACHed database, VACUUM INTO's
         // > target, their journals and WALs, temporary files; the default VFS serves them, as SQLite's own
         // > appendvfs does.
-        let number = name.map { sqlite3_uri_int64($0, "overlay", 0) } ?? 0
+        let number = name.map { md_uri_int64($0, "overlay", 0) } ?? 0
         guard flags & SQLITE_OPEN_MAIN_DB != 0, number != 0 else {
             file.pointee.pMethods = nil
             // > The working copy's store never has a WAL (its methods are version 1, and the pragma is refused).
@@ -161,7 +161,7 @@ enum OverlayVFS {
         // > Room for the default VFS's own files too: the journal and temporary files go to it.
         guard let vfs = DelegatingVFS.make(named: name, fileSize: MemoryLayout<md_overlay_file>.size) else { return false }
         vfs.pointee.xOpen = { vfs, name, file, flags, outFlags in OverlayVFS.open(vfs, name, file, flags, outFlags) }
-        return sqlite3_vfs_register(vfs, 0) == SQLITE_OK
+        return md_vfs_register(vfs, 0) == SQLITE_OK
     }
 }
 

@@ -1,0 +1,90 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CMDZExtension
+import SystemPackage
+
+/// The `mdz` VFS: serves a document's store to any SQLite host, read-only, straight from the bundle.
+///
+/// A host opens a document as `file:PATH?vfs=mdz` (with or without `mode=ro`). `xOpen` opens the bundle as the
+/// library does (``BundleReader``: the zip structure, the metadata and every limit checked before anything is read;
+/// a hostile bundle is refused), plans its reading (``StoreRoute``) and serves it through ``StoreFileMethods``: each
+/// segment is checked against its recorded digest before SQLite sees a byte of it, and a bounded cache keeps memory
+/// flat. The file is immutable to SQLite (no locks, no journal, no WAL) and read through the descriptor opened then:
+/// a connection reads the version that was there when it opened, whole, even while the library saves a newer one;
+/// open it again to read the newer one.
+///
+/// Every other file (a sort's or a temporary table's) goes to the host's default VFS.
+enum DocumentVFS {
+    static let name = "mdz"
+
+    /// Bytes of segments a connection keeps in memory (the library's own default).
+    static let cacheSize = 8 << 20
+
+    /// Registers the VFS with the host's SQLite (once a process: a second load finds it); SQLite's result code.
+    static func register() -> Int32 {
+        if md_vfs_find(Self.name) != nil { return SQLITE_OK }
+        guard let vfs = DelegatingVFS.make(named: Self.name, fileSize: MemoryLayout<md_bundle_file>.size) else {
+            return SQLITE_ERROR
+        }
+        vfs.pointee.xOpen = { vfs, name, file, flags, outFlags in
+            guard let file else { return SQLITE_CANTOPEN }
+            guard flags & SQLITE_OPEN_MAIN_DB != 0 else {
+                // > Not a document: a temporary file (a sort, a temporary table), served by the default VFS.
+                let fallback = DelegatingVFS.fallback(vfs)
+                return fallback.pointee.xOpen(fallback, name, file, flags, outFlags)
+            }
+            StoreFileMethods.clear(file)
+            guard let name else { return SQLITE_CANTOPEN }  // a temporary main database: nothing to serve
+            let path = String(cString: name)
+            switch DocumentVFS.open(FilePath(path)) {
+            case .success(let slot):
+                StoreFileMethods.attach(slot, to: file)
+                outFlags?.pointee = SQLITE_OPEN_READONLY
+                if flags & SQLITE_OPEN_READWRITE != 0 {
+                    ExtensionLog.write(SQLITE_READONLY, "\(path): served read-only by the mdz VFS: "
+                                       + ExtensionLog.howToEdit)
+                }
+                return SQLITE_OK
+            case .failure(let refusal):
+                ExtensionLog.write(refusal.code, refusal.message)
+                return refusal.code
+            }
+        }
+        return md_vfs_register(vfs, 0)
+    }
+
+    /// Why a document was not opened: SQLite's result code, and the line the log gets.
+    struct Refusal: Error {
+        let code: Int32
+        let message: String
+    }
+
+    /// The slot serving `path`'s store, or why there is none.
+    static func open(_ path: FilePath) -> Result<StoreSlot, Refusal> {
+        let reader: BundleReader
+        do {
+            reader = try BundleReader(at: path)
+        } catch let error as DocumentError {
+            let code = error.code == .notFound || error.code == .ioFailure ? SQLITE_CANTOPEN : SQLITE_NOTADB
+            return .failure(Refusal(code: code, message: "mdz: \(error)"))
+        } catch {
+            return .failure(Refusal(code: SQLITE_CANTOPEN, message: "mdz: \(path): \(error)"))
+        }
+        switch StoreRoute(reader) {
+        case .inPlace(let plan):
+            let source = SegmentSource(reader, plan: plan, cacheSize: cacheSize)
+            return .success(StoreSlot(source, isImmutable: true))
+        case .extract(let reason):
+            return .failure(Refusal(
+                code: SQLITE_CANTOPEN,
+                message: "mdz: \(path): the store cannot be read in place, because \(reason); "
+                    + "read it with `docconvert query`, or extract a copy with `docconvert extract`"))
+        }
+    }
+}
+
+extension StoreRoute {
+    /// A host that loaded the extension opened a `file:` URI naming the VFS: stores can always be read in place.
+    static var inPlaceUnavailable: String? { nil }
+}

@@ -1,0 +1,1 @@
+../../ManagedDocument/Archive/CRC32.swift

@@ -1,0 +1,1 @@
+../../ManagedDocument/DocumentError.swift

@@ -1,0 +1,1 @@
+../../ManagedDocument/Format/DocumentMetadata.swift

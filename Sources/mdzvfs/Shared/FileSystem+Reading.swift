@@ -1,0 +1,1 @@
+../../ManagedDocument/Support/FileSystem+Reading.swift

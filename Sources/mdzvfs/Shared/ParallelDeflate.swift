@@ -1,0 +1,1 @@
+../../ManagedDocument/Archive/ParallelDeflate.swift

@@ -1,0 +1,1 @@
+../../ManagedDocument/Bundle/InPlace/StoreFileMethods.swift

@@ -1,0 +1,1 @@
+../../ManagedDocument/Store/StoreHeader.swift

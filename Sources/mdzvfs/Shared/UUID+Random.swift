@@ -1,0 +1,1 @@
+../../ManagedDocument/Support/UUID+Random.swift

@@ -10,7 +10,8 @@ import SystemPackage
 /// library does (``BundleReader``: the zip structure, the metadata and every limit checked before anything is read;
 /// a hostile bundle is refused), plans its reading (``StoreRoute``) and serves it through ``StoreFileMethods``: each
 /// segment is checked against its recorded digest before SQLite sees a byte of it, and a bounded cache keeps memory
-/// flat. The file is immutable to SQLite (no locks, no journal, no WAL) and read through the descriptor opened then:
+/// flat. A bundle that cannot be read in place (another tool deflated a large store again; an older writer's) is
+/// extracted first, checked as a whole, as the library does. The file is immutable to SQLite (no locks, no journal, no WAL) and read through the descriptor opened then:
 /// a connection reads the version that was there when it opened, whole, even while the library saves a newer one;
 /// open it again to read the newer one.
 ///
@@ -76,11 +77,26 @@ enum DocumentVFS {
             let source = SegmentSource(reader, plan: plan, cacheSize: cacheSize)
             return .success(StoreSlot(source, isImmutable: true))
         case .extract(let reason):
-            return .failure(Refusal(
-                code: SQLITE_CANTOPEN,
-                message: "mdz: \(path): the store cannot be read in place, because \(reason); "
-                    + "read it with `docconvert query`, or extract a copy with `docconvert extract`"))
+            do {
+                let slot = StoreSlot(try extractStore(reader), isImmutable: true)
+                ExtensionLog.write(SQLITE_NOTICE, "mdz: \(path): the store was extracted to be read, because \(reason)")
+                return .success(slot)
+            } catch {
+                return .failure(Refusal(code: SQLITE_IOERR, message: "mdz: \(error)"))
+            }
         }
+    }
+
+    /// The store of `reader`'s bundle, extracted and checked as the library extracts it (sizes, CRC-32s, SHA-256s,
+    /// segment digests, streamed in bounded buffers) into a private folder of the temporary folder (`TMPDIR`, or
+    /// `/tmp`), open for reading; the folder is removed at once, so the copy lives as long as the connection and no
+    /// longer, even when the host is killed.
+    private static func extractStore(_ reader: BundleReader) throws -> StoreFile {
+        let parent = FilePath(getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp")
+        let scratch = try FileSystem.makeTemporaryDirectory(in: parent, prefix: ".mdzvfs-")
+        defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the open file is what counts.
+        try reader.streamEntries(into: scratch, checkingSegments: true) { $0.role == .store }
+        return try StoreFile(scratch.appending(BundleLayout.store))
     }
 }
 

@@ -14,18 +14,6 @@ public struct ExtractedBundle: Sendable {
     public var additionalContent: FilePath?
 }
 
-/// What ``BundleReader/verify(full:workingDirectory:)`` checked and found.
-public struct VerificationReport: Sendable, Codable, Equatable {
-    /// Entries whose CRC-32, size and SHA-256 were checked.
-    public var entryCount: Int
-    /// Bytes inflated.
-    public var uncompressedBytes: UInt64
-    /// `integrity_check` (full) or `quick_check`.
-    public var sqliteCheck: String
-    /// Row count per table of the store.
-    public var rowCounts: [String: Int]
-}
-
 extension BundleReader {
     /// Extracts the store, external data and additional content into `directory`, checking as it streams.
     ///
@@ -126,41 +114,6 @@ extension BundleReader {
                                 reason: "the metadata written does not record the store's segment digests or size")
         }
         try streamEntries(into: nil, comparingStore: store) { _ in false }
-    }
-
-    /// Checks everything the reader checks, then the store with SQLite: `PRAGMA integrity_check` when `full`,
-    /// `PRAGMA quick_check` otherwise, and the store's page size, `user_version` and schema against the metadata.
-    ///
-    /// The store is inflated into a private folder inside `workingDirectory` (default: the system's temporary
-    /// folder) and removed afterwards. The bundle is never changed.
-    public func verify(full: Bool, workingDirectory: FilePath? = nil) throws -> VerificationReport {
-        let parent = workingDirectory ?? FilePath(FileManager.default.temporaryDirectory.path)
-        let scratch = try FileSystem.makeTemporaryDirectory(in: parent, prefix: ".verify-")
-        defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the verdict is what counts.
-        let uncompressed = try streamEntries(into: scratch, checkingSegments: true) { $0.role == .store }
-        let store = scratch.appending(BundleLayout.store)
-        let facts = try StoreInspector.inspectSelfContained(store, fullCheck: full, bundle: path,
-                                                            entry: BundleLayout.store)
-        try checkStoreFacts(facts)
-        return VerificationReport(entryCount: entries.filter { !$0.isDirectory }.count,
-                                  uncompressedBytes: uncompressed,
-                                  sqliteCheck: full ? "integrity_check" : "quick_check", rowCounts: facts.rowCounts)
-    }
-
-    /// Compares what SQLite says about the extracted store with what the metadata says.
-    func checkStoreFacts(_ facts: StoreFacts) throws {
-        func mismatch(_ what: String, _ said: String, _ found: String) -> DocumentError {
-            DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
-                          reason: "the metadata says \(what) \(said) but the store has \(found); the metadata lies")
-        }
-        let store = metadata.store
-        if store.pageSize != facts.pageSize { throw mismatch("page size", "\(store.pageSize)", "\(facts.pageSize)") }
-        if store.userVersion != facts.userVersion {
-            throw mismatch("user_version", "\(store.userVersion)", "\(facts.userVersion)")
-        }
-        if store.schemaFingerprint != facts.schemaFingerprint {
-            throw mismatch("schema fingerprint", store.schemaFingerprint, facts.schemaFingerprint)
-        }
     }
 
     /// Streams every entry (libarchive walks the headers, ``EntryReader`` or ``ParallelInflater`` reads the data);
@@ -356,7 +309,7 @@ extension BundleReader {
     /// a gigabyte of zeros), once the header's 100 bytes are in, before the rest is inflated.
     private func checkDeclaredSize(_ entry: BundleEntry, head: [UInt8]) throws {
         guard entry.role == .store, let declared = StoreHeader(head)?.declaredSize,
-              entry.size > StoreInspector.sizeBound(declared: declared)
+              entry.size > StoreHeader.sizeBound(declared: declared)
         else { return }
         throw DocumentError(.sizeMismatch, path: path, entry: entry.name,
                             reason: "is \(entry.size) bytes, but its SQLite header says the database is \(declared) bytes; a store that far past its own size is refused (a decompression bomb, or damage)")

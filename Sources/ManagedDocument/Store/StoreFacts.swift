@@ -21,13 +21,6 @@ public struct StoreFacts: Sendable, Equatable {
 
 /// Checks and facts about SQLite store files, read through GRDB.
 enum StoreInspector {
-    /// How far a packed store may run past the size its header declares before a reader refuses it: twice the
-    /// declared size plus 1 MiB (an honest store has at most a little junk after its last page; a valid header
-    /// followed by a gigabyte of zeros is a decompression bomb).
-    static func sizeBound(declared: UInt64) -> UInt64 {
-        declared.multipliedReportingOverflow(by: 2).partialValue &+ (1 << 20)
-    }
-
     /// Whether this process's SQLite reads `file:` URIs in file names (built with `SQLITE_USE_URI`, as Debian's and
     /// most distributions' are); ``immutableURI(_:)`` is only used when it does.
     static let opensURIs: Bool = {

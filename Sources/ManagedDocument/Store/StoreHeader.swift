@@ -98,4 +98,14 @@ struct StoreHeader: Sendable, Equatable {
     private static func bigEndian32(_ bytes: [UInt8], at offset: Int) -> UInt32 {
         bytes[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) }
     }
+
+    /// How far a packed store may run past the size its header declares before a reader refuses it: twice the
+    /// declared size plus 1 MiB (an honest store has at most a little junk after its last page; a valid header
+    /// followed by a gigabyte of zeros is a decompression bomb). A declared size is at most 65,536 × 2³², so
+    /// nothing overflows; a larger argument saturates.
+    static func sizeBound(declared: UInt64) -> UInt64 {
+        let (doubled, overflow) = declared.multipliedReportingOverflow(by: 2)
+        let (bound, over) = doubled.addingReportingOverflow(1 << 20)
+        return overflow || over ? .max : bound
+    }
 }

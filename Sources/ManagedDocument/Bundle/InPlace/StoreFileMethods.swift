@@ -94,12 +94,15 @@ enum StoreFileMethods {
                 return md_sqlite_ioerr_short_read
             }
             return SQLITE_OK
-        } catch let error as DocumentError {
-            store.fail(error)
-            return md_sqlite_ioerr_read
         } catch {
-            store.fail(DocumentError(.ioFailure, path: store.origin, entry: BundleLayout.store,
-                                     reason: "cannot read the store: \(error)"))
+            let failure = error as? DocumentError
+                ?? DocumentError(.ioFailure, path: store.origin, entry: BundleLayout.store,
+                                 reason: "cannot read the store: \(error)")
+            #if MDZ_EXTENSION
+            // > A host sees "disk I/O error": the extension's log says which segment and why, once.
+            if store.failure == nil { ExtensionLog.write(md_sqlite_ioerr_read, "mdz: \(failure)") }
+            #endif
+            store.fail(failure)
             return md_sqlite_ioerr_read
         }
     }

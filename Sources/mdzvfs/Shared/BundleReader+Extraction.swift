@@ -1,0 +1,1 @@
+../../ManagedDocument/Bundle/BundleReader+Extraction.swift

@@ -1,0 +1,1 @@
+../../ManagedDocument/Bundle/SegmentLoan.swift

@@ -122,9 +122,10 @@ public final class PythonProcess {
     private let input = Pipe(), output = Pipe()
     private var received = ""
 
-    public init(_ script: String, _ arguments: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-u", "-c", script] + arguments
+    /// - Parameter python: the python to run (the one on `PATH`, or a path: ``SQLiteHosts/python`` loads extensions).
+    public init(_ script: String, _ arguments: [String], python: String = "python3") throws {
+        process.executableURL = URL(fileURLWithPath: python.hasPrefix("/") ? python : "/usr/bin/env")
+        process.arguments = (python.hasPrefix("/") ? [] : [python]) + ["-u", "-c", script] + arguments
         process.standardInput = input
         process.standardOutput = output
         try process.run()

@@ -64,8 +64,15 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
+            exclude: ["exports.map"],
             swiftSettings: swiftSettings + [.define("MDZ_EXTENSION")],
-            linkerSettings: [.unsafeFlags(["-static-stdlib", "-Xlinker", "-l_FoundationCollections", "-Xlinker", "-l_FoundationCShims"])]
+            linkerSettings: [.unsafeFlags([
+                // The Swift runtime and FoundationEssentials linked in (their static archives: the two below are what
+                // FoundationEssentials needs and the static link does not name).
+                "-static-stdlib", "-Xlinker", "-l_FoundationCollections", "-Xlinker", "-l_FoundationCShims",
+                // Only the entry point exported; what no path reaches dropped.
+                "-Xlinker", "--version-script=Sources/mdzvfs/exports.map", "-Xlinker", "--gc-sections",
+            ])]
         ),
         .target(
             name: "LegacySamples",

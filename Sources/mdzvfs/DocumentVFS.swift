@@ -19,8 +19,14 @@ import SystemPackage
 enum DocumentVFS {
     static let name = "mdz"
 
-    /// Bytes of segments a connection keeps in memory (the library's own default).
-    static let cacheSize = 8 << 20
+    /// Bytes of segments a connection keeps in memory by default (the library's own default).
+    static let defaultCacheSize = 8 << 20
+
+    /// The cache a URI asks for with `segment_cache=MiB` (1 to 65,536; anything else, or none, is the default): a
+    /// host that reads a large document at random keeps more of it inflated and checked.
+    static func cacheSize(_ mebibytes: Int64) -> Int {
+        (1...65536).contains(mebibytes) ? Int(mebibytes) << 20 : defaultCacheSize
+    }
 
     /// Registers the VFS with the host's SQLite (once a process: a second load finds it); SQLite's result code.
     static func register() -> Int32 {
@@ -38,7 +44,7 @@ enum DocumentVFS {
             StoreFileMethods.clear(file)
             guard let name else { return SQLITE_CANTOPEN }  // a temporary main database: nothing to serve
             let path = String(cString: name)
-            switch DocumentVFS.open(FilePath(path)) {
+            switch DocumentVFS.open(FilePath(path), cacheSize: DocumentVFS.cacheSize(md_uri_int64(name, "segment_cache", 0))) {
             case .success(let slot):
                 StoreFileMethods.attach(slot, to: file)
                 outFlags?.pointee = SQLITE_OPEN_READONLY
@@ -62,7 +68,7 @@ enum DocumentVFS {
     }
 
     /// The slot serving `path`'s store, or why there is none.
-    static func open(_ path: FilePath) -> Result<StoreSlot, Refusal> {
+    static func open(_ path: FilePath, cacheSize: Int) -> Result<StoreSlot, Refusal> {
         let reader: BundleReader
         do {
             reader = try BundleReader(at: path)

@@ -28,7 +28,7 @@ ARTICLE = LIBRARY / "ManagedDocument.docc" / "Architecture.md"
 EXTERNAL = {"Mutex", "Stat", "FileDescriptor", "Errno", "FilePath", "DatabaseQueue", "DatabasePool",
             "DatabaseMigrator", "Database", "Sendable", "Thread", "DispatchSemaphore", "DispatchQueue", "Logger",
             "SHA256", "Task", "AsyncStream", "Data", "Date", "URL", "Value", "UIManagedDocument", "UIDocument",
-            "ValueObservation", "TransactionObserver", "UUID"}
+            "ValueObservation", "TransactionObserver", "UUID", "FoundationEssentials"}
 
 TYPE_DECLARATION = re.compile(r"\b(?:struct|class|enum|protocol|actor|typealias)\s+([A-Z]\w*)")
 MEMBER_DECLARATION = re.compile(r"\b(?:func|var|let|case|struct|class|enum|protocol|typealias)\s+`?(\w+)")

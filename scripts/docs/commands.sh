@@ -13,7 +13,8 @@
 #   - a line whose comment contains `illustrative`.
 #
 # The runnable blocks run in order, in one bash process (so a variable set in one line is there in the next), from
-# a temporary folder holding a copy of Samples/stores at the same relative path, with `docconvert` on PATH and
+# a temporary folder holding a copy of Samples/stores at the same relative path (and the debug build of the SQLite
+# extension where the README's release build would be, `.build/release/libmdzvfs.so`), with `docconvert` on PATH and
 # TMPDIR and HOME inside the temporary folder; everything is removed afterwards. A line ending in `\` goes on to the next.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -27,12 +28,17 @@ if [ -z "$binary" ]; then
 fi
 [ -x "$binary" ] || { log "no docconvert at $binary"; exit 66; }
 binary=$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")
+# The README loads the SQLite extension from `.build/release/libmdzvfs.so`: the debug build of it stands in there.
+swift build --product mdzvfs > /dev/null
+extension="$(swift build --show-bin-path)/libmdzvfs.so"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/bin" "$work/tmp" "$work/repository/Samples"
 ln -s "$binary" "$work/bin/docconvert"
 cp -R Samples/stores "$work/repository/Samples/stores"
+mkdir -p "$work/repository/.build/release"
+ln -s "$extension" "$work/repository/.build/release/libmdzvfs.so"
 
 # The script: each runnable line, then a check of its status that names the README line.
 python3 - "$root/README.md" > "$work/run.sh" <<'PY'

@@ -64,7 +64,7 @@ struct SQLiteHostTests {
 
     @Test("the samples and every corpus store and package, converted: every table row for row in python and the shell")
     func samplesAndCorpus() throws {
-        if let reason = SQLiteHosts.unavailable { print("skipping: \(reason)"); return }
+        try #require(SQLiteHosts.unavailable == nil, "\(SQLiteHosts.unavailable ?? "")")
         let folder = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: folder.string) }  // Squash cleanup error.
         var sources = ["Diary.sqlite", "Ledger.sqlite", "TasteB.sqlite", "minimalTime.sqlite", "Recipes.recipedoc"]
@@ -129,7 +129,7 @@ struct SQLiteHostTests {
 
     @Test("a multi-segment document, deflated and stored, and repacked by another zip tool: row for row")
     func multiSegmentAndRepacked() throws {
-        if let reason = SQLiteHosts.unavailable { print("skipping: \(reason)"); return }
+        try #require(SQLiteHosts.unavailable == nil, "\(SQLiteHosts.unavailable ?? "")")
         let folder = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: folder.string) }  // Squash cleanup error.
         let deflated = try makeLargeDocument(in: folder)
@@ -152,7 +152,7 @@ struct SQLiteHostTests {
 
     @Test("writes get SQLite's read-only error, with or without mode=ro; the log says how to edit a document")
     func writesRefused() throws {
-        if let reason = SQLiteHosts.unavailable { print("skipping: \(reason)"); return }
+        try #require(SQLiteHosts.unavailable == nil, "\(SQLiteHosts.unavailable ?? "")")
         let folder = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: folder.string) }  // Squash cleanup error.
         let document = try convert(Self.samples.appending("TasteB.sqlite"), into: folder).document
@@ -184,9 +184,45 @@ struct SQLiteHostTests {
         #expect(try Fixtures.bytes(of: FilePath(document)) == before, "the document was not changed")
     }
 
+    @Test("loaded twice, two documents attached, temporary tables and sorts beside them; only the host's SQLite called")
+    func oddMoments() throws {
+        try #require(SQLiteHosts.unavailable == nil, "\(SQLiteHosts.unavailable ?? "")")
+        let folder = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: folder.string) }  // Squash cleanup error.
+        let taste = try convert(Self.samples.appending("TasteB.sqlite"), into: folder).document
+        let diary = try convert(Self.samples.appending("Diary.sqlite"), into: folder).document
+        let python = try SQLiteHosts.runPython("""
+            import sqlite3, sys
+            for _ in range(2):
+                loader = sqlite3.connect(':memory:'); loader.enable_load_extension(True); loader.load_extension(sys.argv[1])
+                loader.load_extension(sys.argv[1])
+            con = sqlite3.connect(sys.argv[2], uri=True)
+            con.execute("ATTACH DATABASE ? AS diary", (sys.argv[3],))
+            tables = con.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
+            attached = con.execute("SELECT count(*) FROM diary.sqlite_schema").fetchone()[0]
+            con.execute('PRAGMA temp_store = FILE')
+            con.execute('CREATE TEMP TABLE names AS SELECT name FROM sqlite_schema UNION ALL SELECT name FROM diary.sqlite_schema')
+            temp = con.execute('SELECT count(*) FROM names').fetchone()[0]
+            ordered = con.execute('SELECT name FROM names ORDER BY name DESC').fetchall()
+            print(tables, attached, temp, len(ordered))
+            """, [SQLiteHosts.uri(taste), SQLiteHosts.uri(diary)])
+        #expect(python.status == 0, "\(python.stderr)")
+        let counts = python.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        #expect(counts.count == 4 && counts[0] > 0 && counts[1] > 0 && counts[2] == counts[0] + counts[1]
+                && counts[3] == counts[2], "\(python.stdout)")
+        // > Every SQLite call goes through the host's routines: the library names no SQLite symbol, and exports only
+        // > its entry point.
+        let undefined = try execute("nm", ["-D", "--undefined-only", SQLiteHosts.library])
+        #expect(undefined.status == 0 && !undefined.stdout.isEmpty && !undefined.stdout.contains("sqlite3_"),
+                "\(undefined.stdout.split(separator: "\n").filter { $0.contains("sqlite3_") })")
+        let exported = try execute("nm", ["-D", "--defined-only", "--extern-only", SQLiteHosts.library])
+        let functions = exported.stdout.split(separator: "\n").filter { $0.contains(" T ") }.map { $0.split(separator: " ").last ?? "" }
+        #expect(functions == ["sqlite3_mdzvfs_init"], "\(functions)")
+    }
+
     @Test("damaged and hostile bundles: an error and no rows (a damaged later segment: an error, never a wrong row)")
     func damagedAndHostile() throws {
-        if let reason = SQLiteHosts.unavailable { print("skipping: \(reason)"); return }
+        try #require(SQLiteHosts.unavailable == nil, "\(SQLiteHosts.unavailable ?? "")")
         let folder = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: folder.string) }  // Squash cleanup error.
         let stored = try makeLargeDocument(in: folder, compression: "store")

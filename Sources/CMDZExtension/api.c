@@ -3,8 +3,11 @@
 __attribute__((visibility("hidden"))) SQLITE_EXTENSION_INIT1
 #include "CMDZExtension.h"
 
-void md_use_host_api(const sqlite3_api_routines *api) { SQLITE_EXTENSION_INIT2(api); }
-int md_has_host_api(void) { return sqlite3_api != 0; }
+int md_use_host_api(const sqlite3_api_routines *api) {
+    if (sqlite3_api != 0 && sqlite3_api != api) return 0;  // another SQLite of this process loaded it first
+    SQLITE_EXTENSION_INIT2(api);
+    return 1;
+}
 
 sqlite3_vfs *md_vfs_find(const char *name) { return sqlite3_vfs_find(name); }
 int md_vfs_register(sqlite3_vfs *vfs, int makeDefault) { return sqlite3_vfs_register(vfs, makeDefault); }

@@ -11,7 +11,10 @@ import SystemPackage
 public func sqlite3_mdzvfs_init(_ db: OpaquePointer?, _ errorMessage: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
                                 _ api: OpaquePointer?) -> Int32 {
     guard let api else { return SQLITE_ERROR }
-    md_use_host_api(api)
+    guard md_use_host_api(api) != 0 else {
+        errorMessage?.pointee = md_sqlite_string("mdz: another SQLite library of this process loaded the extension first; its connections read documents")
+        return SQLITE_ERROR
+    }
     let code = DocumentVFS.register()
     guard code == SQLITE_OK else {
         errorMessage?.pointee = md_sqlite_string("mdz: SQLite \(String(cString: md_sqlite_version())) refused the mdz VFS (error \(code))")

@@ -12,10 +12,9 @@
 
 #define MD_HIDDEN __attribute__((visibility("hidden")))
 
-/// Keeps the host's routines for the calls below (SQLITE_EXTENSION_INIT2). First thing the entry point does.
-MD_HIDDEN void md_use_host_api(const sqlite3_api_routines *api);
-/// Whether `md_use_host_api` has been given routines.
-MD_HIDDEN int md_has_host_api(void);
+/// Keeps the host's routines for the calls below (SQLITE_EXTENSION_INIT2). First thing the entry point does. 0 when
+/// another SQLite library of the same process (other routines) loaded the extension first: its VFS lives there.
+MD_HIDDEN int md_use_host_api(const sqlite3_api_routines *api);
 
 MD_HIDDEN sqlite3_vfs *md_vfs_find(const char *name);
 MD_HIDDEN int md_vfs_register(sqlite3_vfs *vfs, int makeDefault);

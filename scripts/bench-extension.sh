@@ -20,10 +20,10 @@
 #                     pages in the page cache). Target: the extension <= 2x the extracted store.
 #   point, again      BENCH_QUERIES point queries on ids drawn at random over the whole store, after one pass over
 #                     the same ids: with the default 8 MiB segment cache most segments were dropped since (each miss
-#                     inflates and checks a 1 MiB segment); with `segment_cache=` the whole store, none were.
+#                     inflates and checks a whole digest segment); with `segment_cache=` the whole store, none were.
 #   point, first      the first pass over fresh random ids, page cache warm: each query on the extension inflates and
-#                     checks the segments it touches (1 MiB each, FORMAT.md 13.1); with the default 8 MiB segment
-#                     cache, and with `segment_cache=` the whole store.
+#                     checks the digest segments it touches (FORMAT.md 13.1); with the default 8 MiB segment cache,
+#                     and with `segment_cache=` the whole store.
 #   point, cold       the first pass with the page cache dropped first (when it can be).
 #   full scan         `SELECT count(*), sum(length(body)) FROM item` in a fresh process, page cache warm, the whole
 #                     process timed (start, open, scan): python with the extension, python on the extracted store,
@@ -100,6 +100,7 @@ ROWS=$(sqlite3 -readonly "$EXTRACTED" 'SELECT max(id) FROM item')
 DOC_BYTES=$(stat -c %s "$DOC")
 STORE_BYTES=$(stat -c %s "$EXTRACTED")
 WHOLE_MIB=$(( STORE_BYTES / 1048576 + 16 ))
+SEGMENT=$("$PYTHON" -c 'import json, sys, zipfile; print(json.loads(zipfile.ZipFile(sys.argv[1]).read("DocumentMetadata.json"))["store"]["segments"]["interval"])' "$DOC")
 log "document: $DOC_BYTES bytes; store: $STORE_BYTES bytes, $ROWS rows"
 
 # --- the python driver: one measurement a process, one line of results --------------------------------------------
@@ -209,7 +210,7 @@ verdict() { awk -v r="$1" -v t="$2" 'BEGIN { if (r == "n/a") print "n/a"; else p
 
 echo "Machine: $(nproc) cores, $(uname -sr), load $(cut -d' ' -f1-3 /proc/loadavg); SQLite $(sqlite3 --version | cut -d' ' -f1) (Debian's, as python's sqlite3 module links it); $($PYTHON --version); libmdzvfs.so $(stat -c %s "$LIB") bytes (release)"
 echo
-echo "Document: $MB MiB store ($STORE_BYTES bytes, $ROWS rows of about 1 KiB of words), bundle $DOC_BYTES bytes (deflated, 1 MiB digest segments). Point queries: $QUERIES random ids a pass, median per query; the extension's default segment cache is 8 MiB; 'whole' opens with \`segment_cache=$WHOLE_MIB\` (MiB). Medians of 3 rounds for point queries, $RUNS for scans, $((4 * RUNS + 1)) for loads."
+echo "Document: $MB MiB store ($STORE_BYTES bytes, $ROWS rows of about 1 KiB of words), bundle $DOC_BYTES bytes (deflated; digest segments of $SEGMENT bytes, each inflated and checked whole when a page in it is read). Point queries: $QUERIES random ids a pass, median per query; the extension's default segment cache is 8 MiB; 'whole' opens with \`segment_cache=$WHOLE_MIB\` (MiB). Medians of 3 rounds for point queries, $RUNS for scans, $((4 * RUNS + 1)) for loads."
 echo
 echo "| case | extracted store (python) | extension, default cache | extension / extracted | extension, whole store cached | whole / extracted | target |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | --- |"

@@ -30,7 +30,7 @@
 # Workarounds, all in the configuration files written by `engine_environment` below:
 #   - storage driver vfs: it needs nothing from the kernel or the file system (overlay needs overlay mounts on a
 #     file system that supports them, which a CI runner inside a container often lacks); it copies the image's one
-#     layer for every container, about a second here.
+#     layer for every container, about half a second here.
 #   - runtime runc, not crun (Debian's default): crun fails with "setrlimit RLIMIT_NOFILE: Operation not permitted",
 #     then "cgroups in hybrid mode not supported".
 #   - explicit ulimits: podman's default limits are above what may be set here, and runc fails with "error setting

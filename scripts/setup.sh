@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian machine with the Swift toolchain lacks to build and test this package:
-# libarchive (headers and library), zlib and ISA-L headers, and the zip tools the interoperability tests run.
+# libarchive (headers and library), zlib and ISA-L headers, the zip tools the interoperability tests run, and
+# busybox-static, the shell of the fleet's container image (scripts/image.sh).
 set -euo pipefail
 
-packages=(libarchive-dev zlib1g-dev libisal-dev libsqlite3-dev libarchive-tools p7zip-full unzip zip sqlite3 file python3 strace time)
+packages=(libarchive-dev zlib1g-dev libisal-dev libsqlite3-dev libarchive-tools p7zip-full unzip zip sqlite3 file python3 strace time busybox-static)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

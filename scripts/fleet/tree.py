@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Makes and checks trees of legacy stores for the fleet scripts (scripts/fleet-slurm.sh, scripts/bench-fleet.sh).
 
-  tree.py make ROOT --stores N [--others M] [--samples DIR] [--corpus DIR] [--seed S] > manifest.json
+  tree.py make ROOT --stores N [--others M] [--samples DIR] [--corpus DIR] [--seed S] [--no-corrupt] > manifest.json
   tree.py check ROOT MANIFEST MERGED_REPORT [--failed-under PREFIX] [--attempts-converted N]
 
 `make` writes N generated stores (plain rollback-journal stores, WAL stores whose rows are only in the -wal, and
 copies of the project's sample stores of every kind: Core Data with a -wal, a hot -journal, a UIManagedDocument
 package, plain stores) in nested folders, plus the corpus stores and packages when DIR exists, plus things that are
-not stores (text, JSON, an empty file, a text file named .sqlite, an orphan -wal) and one corrupt store. The
+not stores (text, JSON, an empty file, a text file named .sqlite, an orphan -wal) and one corrupt store (none with
+--no-corrupt, for a run that must convert every store). The
 manifest gives every item the walk must report, its expected outcome, and for stores the digest of their rows as
 SQLite reads them (computed on a scratch copy with the sidecars: a WAL store is never opened in place).
 
@@ -185,12 +186,13 @@ def make(args):
         with open(path, "wb") as handle:
             handle.write(data)
         items[relative] = {"outcome": "not-a-store", "sha256": hashlib.sha256(data).hexdigest()}
-    corrupt = "home/user05/Damaged.sqlite"
-    path = os.path.join(root, corrupt)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as handle:
-        handle.write(SQLITE + bytes([0x10, 0x00, 1, 1, 0, 64, 32, 32]) + bytes(rng.randrange(256) for _ in range(8192)))
-    items[corrupt] = {"outcome": "failed", "sha256": file_digest(path)}
+    if args.corrupt:
+        corrupt = "home/user05/Damaged.sqlite"
+        path = os.path.join(root, corrupt)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as handle:
+            handle.write(SQLITE + bytes([0x10, 0x00, 1, 1, 0, 64, 32, 32]) + bytes(rng.randrange(256) for _ in range(8192)))
+        items[corrupt] = {"outcome": "failed", "sha256": file_digest(path)}
     shutil.rmtree(work)
     json.dump({"root": root, "items": items}, sys.stdout, indent=1, sort_keys=True)
 
@@ -288,6 +290,7 @@ def main():
     maker.add_argument("--samples")
     maker.add_argument("--corpus")
     maker.add_argument("--seed", type=int, default=1)
+    maker.add_argument("--no-corrupt", dest="corrupt", action="store_false", help="leave the corrupt store out")
     checker = commands.add_parser("check")
     checker.add_argument("root")
     checker.add_argument("manifest")

@@ -11,11 +11,12 @@ import SystemPackage
 /// a hostile bundle is refused), plans its reading (``StoreRoute``) and serves it through ``StoreFileMethods``: each
 /// segment is checked against its recorded digest before SQLite sees a byte of it, and a bounded cache keeps memory
 /// flat. A bundle that cannot be read in place (another tool deflated a large store again; an older writer's) is
-/// extracted first, checked as a whole, as the library does. The file is immutable to SQLite (no locks, no journal, no WAL) and read through the descriptor opened then:
-/// a connection reads the version that was there when it opened, whole, even while the library saves a newer one;
-/// open it again to read the newer one.
+/// extracted first, checked as a whole, as the library does. The file is immutable to SQLite (no locks, no journal,
+/// no WAL) and read through the descriptor opened then: a connection reads the version that was there when it
+/// opened, whole, even while the library saves a newer one; open it again to read the newer one.
 ///
-/// Every other file (a sort's or a temporary table's) goes to the host's default VFS.
+/// Every other file (a sort's or a temporary table's) goes to the host's default VFS, and so does a plain SQLite
+/// database opened through it (`ATTACH 'other.db'` on a connection to a document inherits the document's VFS).
 enum DocumentVFS {
     static let name = "mdz"
 
@@ -44,7 +45,14 @@ enum DocumentVFS {
             StoreFileMethods.clear(file)
             guard let name else { return SQLITE_CANTOPEN }  // a temporary main database: nothing to serve
             let path = String(cString: name)
-            switch DocumentVFS.open(FilePath(path), cacheSize: DocumentVFS.cacheSize(md_uri_int64(name, "segment_cache", 0))) {
+            if DocumentVFS.isPlainDatabase(path) {
+                // > A plain SQLite database, not a document (one attached beside a document inherits its VFS): the
+                // > default VFS opens it as it would without the extension, its journal and WAL with it (above).
+                let fallback = DelegatingVFS.fallback(vfs)
+                return fallback.pointee.xOpen(fallback, name, file, flags, outFlags)
+            }
+            let cacheSize = DocumentVFS.cacheSize(md_uri_int64(name, "segment_cache", 0))
+            switch DocumentVFS.open(FilePath(path), cacheSize: cacheSize) {
             case .success(let slot):
                 StoreFileMethods.attach(slot, to: file)
                 outFlags?.pointee = SQLITE_OPEN_READONLY
@@ -59,6 +67,17 @@ enum DocumentVFS {
             }
         }
         return md_vfs_register(vfs, 0)
+    }
+
+    /// Whether `path` is an existing plain SQLite database file (it starts with SQLite's 16-byte magic), which the
+    /// default VFS serves. A missing file is not one: nothing is created under a mistyped document's name.
+    static func isPlainDatabase(_ path: String) -> Bool {
+        let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }
+        defer { _ = Glibc.close(descriptor) }
+        var head = [UInt8](repeating: 0, count: 16)
+        let count = head.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, 16, 0) }
+        return count == 16 && head == Array("SQLite format 3".utf8) + [0]
     }
 
     /// Why a document was not opened: SQLite's result code, and the line the log gets.

@@ -184,13 +184,14 @@ struct SQLiteHostTests {
         #expect(try Fixtures.bytes(of: FilePath(document)) == before, "the document was not changed")
     }
 
-    @Test("loaded twice, two documents attached, temporary tables and sorts beside them; only the host's SQLite called")
+    @Test("loaded twice, documents and a plain database attached, temporary tables and sorts; only the host's SQLite called")
     func oddMoments() throws {
         try #require(SQLiteHosts.unavailable == nil, "\(SQLiteHosts.unavailable ?? "")")
         let folder = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: folder.string) }  // Squash cleanup error.
         let taste = try convert(Self.samples.appending("TasteB.sqlite"), into: folder).document
         let diary = try convert(Self.samples.appending("Diary.sqlite"), into: folder).document
+        try #require(try execute("sqlite3", [folder.appending("plain.sqlite").string, "CREATE TABLE seed(x)"]).status == 0)
         let python = try SQLiteHosts.runPython("""
             import sqlite3, sys
             for _ in range(2):
@@ -198,6 +199,15 @@ struct SQLiteHostTests {
                 loader.load_extension(sys.argv[1])
             con = sqlite3.connect(sys.argv[2], uri=True)
             con.execute("ATTACH DATABASE ? AS diary", (sys.argv[3],))
+            # A plain database attached beside the documents inherits the VFS: served as without the extension.
+            con.execute("ATTACH DATABASE ? AS plain", (sys.argv[4],))
+            con.execute("CREATE TABLE plain.kept(x)"); con.execute("INSERT INTO plain.kept VALUES (1)"); con.commit()
+            # A mistyped document's name creates nothing.
+            try:
+                sqlite3.connect(sys.argv[5], uri=True).execute('SELECT 1 FROM sqlite_schema')
+                print('opened a missing document')
+            except sqlite3.OperationalError:
+                pass
             tables = con.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
             attached = con.execute("SELECT count(*) FROM diary.sqlite_schema").fetchone()[0]
             con.execute('PRAGMA temp_store = FILE')
@@ -205,9 +215,13 @@ struct SQLiteHostTests {
             temp = con.execute('SELECT count(*) FROM names').fetchone()[0]
             ordered = con.execute('SELECT name FROM names ORDER BY name DESC').fetchall()
             print(tables, attached, temp, len(ordered))
-            """, [SQLiteHosts.uri(taste), SQLiteHosts.uri(diary)])
+            """, [SQLiteHosts.uri(taste), SQLiteHosts.uri(diary), folder.appending("plain.sqlite").string,
+                  SQLiteHosts.uri(folder.appending("Mistyped.mdz").string)])
         #expect(python.status == 0, "\(python.stderr)")
         let counts = python.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        #expect(!FileManager.default.fileExists(atPath: folder.appending("Mistyped.mdz").string))
+        let kept = try execute("sqlite3", ["-readonly", folder.appending("plain.sqlite").string, "SELECT x FROM kept"])
+        #expect(kept.stdout == "1\n", "\(kept.stdout) \(kept.stderr)")
         #expect(counts.count == 4 && counts[0] > 0 && counts[1] > 0 && counts[2] == counts[0] + counts[1]
                 && counts[3] == counts[2], "\(python.stdout)")
         // > Every SQLite call goes through the host's routines: the library names no SQLite symbol, and exports only

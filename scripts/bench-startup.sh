@@ -15,9 +15,10 @@
 #   BENCH_DOCCONVERT=PATH    measure this docconvert binary instead of building one (e.g. one built from an older
 #                            commit, to compare with the same script); it also makes the document
 #
-# The binary is built the way it ships (README, "The command line"), in its own scratch folder (.build-startup), so
-# a benchmark never races a build or a test run in the default .build:
-#   swift build -c release --product docconvert --static-swift-stdlib --scratch-path .build-startup
+# The binary is built the way it ships (README, "The command line": the Swift runtime linked in, symbols and debug
+# information stripped), in its own scratch folder (.build-startup), so a benchmark never races a build or a test run
+# in the default .build:
+#   swift build -c release --product docconvert --static-swift-stdlib -Xlinker -s --scratch-path .build-startup
 #
 # Cases, each a fresh process, interleaved run by run so that drift on a shared machine spreads over both sides:
 #   version   docconvert --version                 peer: sqlite3 --version
@@ -65,9 +66,9 @@ else
     SCRATCH="$root/.build-startup"
     revision=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
     [[ -n $(git status --porcelain -- Sources Package.swift 2>/dev/null) ]] && revision+=" with uncommitted changes in Sources/"
-    log "building docconvert (release, static Swift standard library, in $SCRATCH)"
-    swift build -c release --product docconvert --static-swift-stdlib --scratch-path "$SCRATCH" >&2
-    DOCCONVERT="$(swift build -c release --static-swift-stdlib --scratch-path "$SCRATCH" --show-bin-path)/docconvert"
+    log "building docconvert (release, static Swift standard library, stripped, in $SCRATCH)"
+    swift build -c release --product docconvert --static-swift-stdlib -Xlinker -s --scratch-path "$SCRATCH" >&2
+    DOCCONVERT="$(swift build -c release --static-swift-stdlib -Xlinker -s --scratch-path "$SCRATCH" --show-bin-path)/docconvert"
     built="built at $revision"
 fi
 [[ -x $DOCCONVERT ]] || { echo "no binary at $DOCCONVERT" >&2; exit 70; }

@@ -168,10 +168,11 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
         }
     }
 
-    /// The store's restart index (FORMAT.md 11.4); the type lives with the zip layer that writes and reads it.
     #if MDZ_EXTENSION  // the same file, compiled into the mdzvfs extension's module
+    /// The store's restart index (FORMAT.md 11.4); the type lives with the zip layer that writes and reads it.
     public typealias DeflateRestarts = mdzvfs.DeflateRestarts
     #else
+    /// The store's restart index (FORMAT.md 11.4); the type lives with the zip layer that writes and reads it.
     public typealias DeflateRestarts = ManagedDocument.DeflateRestarts
     #endif
 

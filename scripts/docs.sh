@@ -103,8 +103,8 @@ check() {
 
 install_all() {
     local prefix=${1:-/usr/local}
-    log "building docconvert (release, the Swift runtime linked in: the way it ships)"
-    swift build -c release --static-swift-stdlib --product docconvert >&2
+    log "building docconvert (release, the Swift runtime linked in, stripped: the way it ships)"
+    swift build -c release --static-swift-stdlib -Xlinker -s --product docconvert >&2
     local binary
     binary="$(swift build -c release --show-bin-path)/docconvert"
     manual "$binary"

@@ -6,6 +6,7 @@ import SystemPackage
 
 struct Batch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "batch",  // named, not derived from the type's name at every start (docs/BENCHMARKS.md)
         abstract: "Convert every legacy store under a folder into bundles, in parallel, resumably.",
         discussion: """
             Walks ROOT (symbolic links are never followed), finds every legacy SQLite store and UIManagedDocument \

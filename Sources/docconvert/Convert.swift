@@ -5,6 +5,7 @@ import SystemPackage
 
 struct Convert: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "convert",  // named, not derived from the type's name at every start (docs/BENCHMARKS.md)
         abstract: "Convert a legacy SQLite store or UIManagedDocument package into a bundle, losing nothing.",
         discussion: """
             SOURCE is a SQLite store found by content, whatever its extension (with its -wal, -shm, -journal \

@@ -5,6 +5,7 @@ import SystemPackage
 
 struct Create: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "create",  // named, not derived from the type's name at every start (docs/BENCHMARKS.md)
         abstract: "Create a new document bundle with an empty store, or with a copy of a SQLite database.",
         discussion: """
             The bundle is written aside, verified and renamed into place; an existing file is never replaced. \

@@ -43,16 +43,26 @@ struct DocConvert: AsyncParsableCommand {
     /// Runs the command. A usage error with `--json` also prints `{"error": …}` on standard output, so that a script
     /// always reads one complete JSON document (docs/CLI.md, "Output and errors").
     static func main() async {
+        // > `docconvert --version` alone prints what swift-argument-parser prints for it (the version and a newline on
+        // > standard output, status 0) without building the parser's tree of every command's options first, which
+        // > costs more than the rest of the process's start (docs/BENCHMARKS.md, "Start-up"). Any other command line,
+        // > `--version` after a subcommand included, goes through the parser.
+        if CommandLine.arguments.dropFirst().elementsEqual(["--version"]) {
+            print(configuration.version)
+            return
+        }
         // > glibc's mktime(3), which libarchive calls for every zip entry's DOS date and time it reads, looks at the
         // > status of /etc/localtime again on each call while TZ is unset (to notice a zone changed meanwhile): a call
         // > per entry of every bundle read or verified. Named in TZ, the same zone file is read once.
         if getenv("TZ") == nil { setenv("TZ", ":/etc/localtime", 0) }
-        // > glibc gives threads that allocate at once arenas of their own (up to eight per core) and each keeps what
-        // > it freed: a batch's worker threads (three per job) would hold one each. One arena per core keeps the
-        // > batch's peak memory flat (docs/BENCHMARKS.md) and its threads do not wait for each other's allocations.
-        _ = mallopt(M_ARENA_MAX, Int32(clamping: max(2, ProcessInfo.processInfo.activeProcessorCount)))
         do {
             var command = try parseAsRoot()
+            // > glibc gives threads that allocate at once arenas of their own (up to eight per core) and each keeps
+            // > what it freed: a batch's worker threads (three per job) would hold one each. One arena per core keeps
+            // > the batch's peak memory flat (docs/BENCHMARKS.md) and its threads do not wait for each other's
+            // > allocations. Set once the command line is parsed (no thread has started yet), so that a usage error
+            // > or --help does not first read the CPU quota.
+            _ = mallopt(M_ARENA_MAX, Int32(clamping: max(2, ProcessInfo.processInfo.activeProcessorCount)))
             if var command = command as? any AsyncParsableCommand {
                 try await command.run()
             } else {

@@ -5,6 +5,7 @@ import SystemPackage
 
 struct Extract: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "extract",  // named, not derived from the type's name at every start (docs/BENCHMARKS.md)
         abstract: "Extract a bundle's store as a loose SQLite file, or the whole bundle into a folder.",
         discussion: """
             With --output, the store becomes a loose SQLite file that `sqlite3` opens, and Core Data external \

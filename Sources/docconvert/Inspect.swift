@@ -5,6 +5,7 @@ import SystemPackage
 
 struct Inspect: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "inspect",  // named, not derived from the type's name at every start (docs/BENCHMARKS.md)
         abstract: "Show a bundle's metadata, entries, sizes and store facts.",
         discussion: """
             Reads the central directory and DocumentMetadata.json only, after checking the bundle's structure; \

@@ -6,6 +6,7 @@ import SystemPackage
 
 struct Query: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "query",  // named, not derived from the type's name at every start (docs/BENCHMARKS.md)
         abstract: "Run a read-only SQL query on a bundle's store, without extracting it.",
         discussion: """
             The store is read in place when the bundle allows it (it records segment digests, and its store is \

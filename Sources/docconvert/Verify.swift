@@ -5,6 +5,7 @@ import SystemPackage
 
 struct Verify: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "verify",  // named, not derived from the type's name at every start (docs/BENCHMARKS.md)
         abstract: "Check bundles completely: structure, checksums, metadata and the store's integrity.",
         discussion: """
             For each bundle: every check the reader makes when it opens one, then every entry is inflated and \

@@ -141,5 +141,13 @@ struct CommandTests {
         #expect(help.stdout.contains("Exit status"))
         let version = try execute(["--version"])
         #expect(version.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == ManagedDocumentVersion.string)
+        // The binary answers `--version` alone before parsing: exactly what the parser prints for it, and for
+        // `--version` after a subcommand (which still goes through the parser).
+        let parsed = try #require(throws: (any Error).self) { try DocConvert.parseAsRoot(["--version"]) }
+        #expect(DocConvert.exitCode(for: parsed).rawValue == 0)
+        #expect(version.stdout == DocConvert.fullMessage(for: parsed) + "\n")
+        #expect(version.stderr.isEmpty && version.status == 0)
+        let afterSubcommand = try execute(["inspect", "--version"])
+        #expect(afterSubcommand.stdout == version.stdout && afterSubcommand.status == 0)
     }
 }

@@ -1,6 +1,6 @@
 import Crypto
 import GRDB
-import GRDBSQLite  // sqlite3_deserialize
+import GRDBSQLite  // sqlite3_deserialize, sqlite3_compileoption_used
 import SystemPackage
 
 /// What SQLite says about a store file.
@@ -22,13 +22,10 @@ public struct StoreFacts: Sendable, Equatable {
 /// Checks and facts about SQLite store files, read through GRDB.
 enum StoreInspector {
     /// Whether this process's SQLite reads `file:` URIs in file names (built with `SQLITE_USE_URI`, as Debian's and
-    /// most distributions' are); ``immutableURI(_:)`` is only used when it does.
-    static let opensURIs: Bool = {
-        let used = try? DatabaseQueue().read { db in
-            try Bool.fetchOne(db, sql: "SELECT sqlite_compileoption_used('USE_URI')")
-        }
-        return used.flatMap { $0 } ?? false
-    }()
+    /// most distributions' are); ``immutableURI(_:)`` is only used when it does. Asked of the library itself
+    /// (`sqlite3_compileoption_used`, what the SQL function `sqlite_compileoption_used` answers with), not through a
+    /// connection: opening an in-memory database only to ask costs a fresh `docconvert query` a millisecond.
+    static let opensURIs: Bool = sqlite3_compileoption_used("USE_URI") != 0
 
     /// The `file:` URI that opens a store read-only as an immutable file: SQLite takes no lock and looks at no
     /// journal. Only for a file whose committed state cannot change meanwhile (a lock of ours keeps writers out).

@@ -1,5 +1,12 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Dispatch
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import ManagedDocument
 
 /// SIGINT and SIGTERM as events: the first asks for a clean stop, the second for an immediate one.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import SystemPackage
 
 // One item of a batch: a walk's or a plan's candidate classified, converted under its document's lock, migrated.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import SystemPackage
 
 // A plan: the whole tree walked once, only classifying, its items written to a file for the runs of a fleet.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 // How reports write an item's kind and a failure's code: each as the one word docconvert's reports have always held.
 

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// How ``BatchConverter`` works through a tree.
 public struct BatchOptions: Sendable {

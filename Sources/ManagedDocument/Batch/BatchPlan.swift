@@ -4,7 +4,11 @@ import Glibc
 import Darwin
 #endif
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import SystemPackage
 
 /// A tree walked and classified once, for the shards of a fleet to convert without walking it again

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A snapshot of a running batch, for progress displays.
 public struct BatchProgress: Sendable {

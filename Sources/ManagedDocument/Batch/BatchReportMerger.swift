@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import SystemPackage
 
 /// Merges the shard reports of a fleet (`docconvert batch --report`, one per shard) into one report, streaming:

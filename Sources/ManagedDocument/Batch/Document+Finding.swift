@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import SystemPackage
 
 // In the Batch layer because it walks as a batch does: one walker (``BatchWalker``) finds the stores a batch converts,

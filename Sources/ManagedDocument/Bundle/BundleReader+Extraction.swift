@@ -1,5 +1,12 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import SystemPackage
 
 /// Where ``BundleReader/extract(into:)`` put a bundle's content.

@@ -4,7 +4,11 @@ import Glibc
 import Darwin
 #endif
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import SystemPackage
 
 /// A legacy store's committed state, taken while no other process can commit to it: a private copy of its files,

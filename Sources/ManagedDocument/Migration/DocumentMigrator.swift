@@ -1,5 +1,9 @@
 import Crypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import GRDB
 
 /// An app's data model and its ordered migrations, each run exactly once per document.

@@ -96,7 +96,8 @@ struct SQLiteHostTests {
             }
         }
         let rows = try compare(pairs)
-        #expect(rows > 500, "the documents hold rows: \(rows)")
+        // > The samples alone hold 233 rows; the corpus stores and packages over 400 more.
+        #expect(rows > (Self.corpus == nil ? 200 : 600), "the documents hold rows: \(rows)")
         print("mdzvfs: \(pairs.count) documents, \(rows) rows read through python and the shell")
     }
 

@@ -39,8 +39,7 @@ enum DocumentVFS {
             guard let file else { return SQLITE_CANTOPEN }
             guard flags & SQLITE_OPEN_MAIN_DB != 0 else {
                 // > Not a document: a temporary file (a sort, a temporary table), served by the default VFS.
-                let fallback = DelegatingVFS.fallback(vfs)
-                return fallback.pointee.xOpen(fallback, name, file, flags, outFlags)
+                return DelegatingVFS.openInFallback(vfs, name, file, flags, outFlags)
             }
             StoreFileMethods.clear(file)
             guard let name else { return SQLITE_CANTOPEN }  // a temporary main database: nothing to serve
@@ -48,8 +47,7 @@ enum DocumentVFS {
             if DocumentVFS.isPlainDatabase(path) {
                 // > A plain SQLite database, not a document (one attached beside a document inherits its VFS): the
                 // > default VFS opens it as it would without the extension, its journal and WAL with it (above).
-                let fallback = DelegatingVFS.fallback(vfs)
-                return fallback.pointee.xOpen(fallback, name, file, flags, outFlags)
+                return DelegatingVFS.openInFallback(vfs, name, file, flags, outFlags)
             }
             let cacheSize = DocumentVFS.cacheSize(md_uri_int64(name, "segment_cache", 0))
             switch DocumentVFS.open(FilePath(path), cacheSize: cacheSize) {
@@ -70,14 +68,10 @@ enum DocumentVFS {
     }
 
     /// Whether `path` is an existing plain SQLite database file (it starts with SQLite's 16-byte magic), which the
-    /// default VFS serves. A missing file is not one: nothing is created under a mistyped document's name.
+    /// default VFS serves. A missing file is not one: nothing is created under a mistyped document's name; nor is a
+    /// FIFO, read without waiting for a writer.
     static func isPlainDatabase(_ path: String) -> Bool {
-        let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return false }
-        defer { _ = Glibc.close(descriptor) }
-        var head = [UInt8](repeating: 0, count: 16)
-        let count = head.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, 16, 0) }
-        return count == 16 && head == Array("SQLite format 3".utf8) + [0]
+        FileSystem.prefix(of: FilePath(path), count: StoreHeader.magic.count).map(StoreHeader.hasMagic) ?? false
     }
 
     /// Why a document was not opened: SQLite's result code, and the line the log gets.

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import SystemPackage
 import TestSupport
 import Testing
@@ -252,7 +253,10 @@ struct SQLiteHostTests {
         let damagedLater = folder.appending("Damaged-later.mdz").string
         try Fixtures.write(bytes, to: FilePath(damagedLater))
 
-        var hostile = [damagedFirst, folder.appending("Missing.mdz").string]
+        // > A FIFO with no writer: opening it for reading would wait forever; it must be refused at once.
+        let fifo = folder.appending("Fifo.mdz").string
+        try #require(mkfifo(fifo, 0o600) == 0)
+        var hostile = [damagedFirst, folder.appending("Missing.mdz").string, fifo]
         if let corpus = Self.corpus {
             hostile += ["zip-bombs/overlap.zip", "zip-bombs/zbsm.zip", "zip-bombs/zb64.zip", "zip-real/zip-slip/zip-slip.zip"]
                 .map { corpus.appending($0).string }.filter { FileManager.default.fileExists(atPath: $0) }

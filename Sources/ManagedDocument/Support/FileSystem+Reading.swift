@@ -16,9 +16,11 @@ extension FileSystem {
     }
 
     /// The first `count` bytes of a regular file (fewer when it is shorter), without following a symbolic link;
-    /// `nil` when it cannot be opened or read.
+    /// `nil` when it cannot be opened or read. Opened without blocking: a FIFO with no writer (a name anyone may
+    /// create) gives no bytes at once instead of waiting forever.
     static func prefix(of path: FilePath, count: Int) -> [UInt8]? {
-        guard let descriptor = try? FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec]) else {
+        guard let descriptor = try? FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec, .nonBlocking])
+        else {
             return nil
         }
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.

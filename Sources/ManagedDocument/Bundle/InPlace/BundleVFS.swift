@@ -23,8 +23,7 @@ enum BundleVFS {
             guard let file else { return SQLITE_CANTOPEN }
             guard flags & SQLITE_OPEN_MAIN_DB != 0 else {
                 // > Not the store: a temporary file (a sort, a temporary table), served by the default VFS.
-                let fallback = DelegatingVFS.fallback(vfs)
-                return fallback.pointee.xOpen(fallback, name, file, flags, outFlags)
+                return DelegatingVFS.openInFallback(vfs, name, file, flags, outFlags)
             }
             StoreFileMethods.clear(file)
             // > sqlite3_uri_int64(F,P,D) "converts the value of P into a 64-bit signed integer and returns that

@@ -18,6 +18,15 @@ enum DelegatingVFS {
         vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
     }
 
+    /// Opens `name` with the default VFS: a file a delegating VFS does not serve itself (a temporary file; for the
+    /// extension's VFS, a plain database).
+    static func openInFallback(_ vfs: UnsafeMutablePointer<sqlite3_vfs>?, _ name: sqlite3_filename?,
+                               _ file: UnsafeMutablePointer<sqlite3_file>?, _ flags: Int32,
+                               _ outFlags: UnsafeMutablePointer<Int32>?) -> Int32 {
+        let fallback = fallback(vfs)
+        return fallback.pointee.xOpen(fallback, name, file, flags, outFlags)
+    }
+
     /// A new VFS named `name` (allocated for the life of the process, not yet registered) whose files take
     /// `fileSize` bytes (at least the default VFS's, whose files it also opens), and whose calls other than
     /// `xOpen` go to the default VFS; `nil` when there is no default VFS. The caller sets `xOpen`.

@@ -139,8 +139,7 @@ enum OverlayVFS {
             file.pointee.pMethods = nil
             // > The working copy's store never has a WAL (its methods are version 1, and the pragma is refused).
             guard number == 0 || flags & SQLITE_OPEN_WAL == 0 else { return SQLITE_CANTOPEN }
-            let fallback = DelegatingVFS.fallback(vfs)
-            return fallback.pointee.xOpen(fallback, name, file, flags, outFlags)
+            return DelegatingVFS.openInFallback(vfs, name, file, flags, outFlags)
         }
         let raw = UnsafeMutableRawPointer(file).assumingMemoryBound(to: md_overlay_file.self)
         raw.pointee.base.pMethods = nil

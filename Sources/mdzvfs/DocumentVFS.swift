@@ -81,7 +81,17 @@ enum DocumentVFS {
     }
 
     /// The slot serving `path`'s store, or why there is none.
+    ///
+    /// A bundle file another connection of the process serves already (the same device, inode, size and times to
+    /// the nanosecond: ``FileIdentity``) is not parsed again: the connection shares that one's checked plan, or its
+    /// extracted file, and has a segment cache of its own. So a connection's memory beyond its cache is small
+    /// whatever the metadata lists, and its open costs a `stat`.
     static func open(_ path: FilePath, cacheSize: Int) -> Result<StoreSlot, Refusal> {
+        // > stat(2), not open(2): a FIFO named like a document is never waited on here.
+        if let status = try? Stat(path), status.kind == .regular, case let identity = FileIdentity(status),
+           identity.hasFineTimes, let served = ServedStores.find(identity) {
+            return .success(StoreSlot(served.source(cacheSize: cacheSize), isImmutable: true))
+        }
         let reader: BundleReader
         do {
             reader = try BundleReader(at: path)
@@ -91,31 +101,98 @@ enum DocumentVFS {
         } catch {
             return .failure(Refusal(code: SQLITE_CANTOPEN, message: "mdz: \(path): \(error)"))
         }
+        let served: ServedStore
         switch StoreRoute(reader) {
         case .inPlace(let plan):
-            let source = SegmentSource(reader, plan: plan, cacheSize: cacheSize)
-            return .success(StoreSlot(source, isImmutable: true))
+            served = ServedStore(.inPlace(SegmentLoader(reader: reader, plan: plan)))
         case .extract(let reason):
             do {
-                let slot = StoreSlot(try extractStore(reader), isImmutable: true)
-                ExtensionLog.write(SQLITE_NOTICE, "mdz: \(path): the store was extracted to be read, because \(reason)")
-                return .success(slot)
+                let (file, seconds) = try extractStore(reader)
+                let size = reader.metadata.store.size
+                ExtensionLog.write(SQLITE_NOTICE, "mdz: \(path): the store (\(size) bytes) was extracted to be read, in \(Int((seconds * 1000).rounded())) ms, into an unnamed file of \(FileSystem.temporaryFolder) (TMPDIR), because \(reason)")
+                served = ServedStore(.extracted(file))
             } catch {
                 return .failure(Refusal(code: SQLITE_IOERR, message: "mdz: \(error)"))
             }
         }
+        let source = served.source(cacheSize: cacheSize)
+        do {
+            try source.checkHeader(against: reader.metadata.store, bundle: path)
+        } catch let error as DocumentError where error.code != .ioFailure {
+            return .failure(Refusal(code: SQLITE_NOTADB, message: "mdz: \(error)"))
+        } catch {
+            return .failure(Refusal(code: SQLITE_IOERR, message: "mdz: \(error)"))
+        }
+        ServedStores.record(served, as: reader.openedIdentity)
+        return .success(StoreSlot(source, isImmutable: true))
     }
 
     /// The store of `reader`'s bundle, extracted and checked as the library extracts it (sizes, CRC-32s, SHA-256s,
-    /// segment digests, streamed in bounded buffers) into a private folder of the temporary folder (`TMPDIR`, or
-    /// `/tmp`), open for reading; the folder is removed at once, so the copy lives as long as the connection and no
-    /// longer, even when the host is killed.
-    private static func extractStore(_ reader: BundleReader) throws -> StoreFile {
-        let parent = FilePath(getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp")
-        let scratch = try FileSystem.makeTemporaryDirectory(in: parent, prefix: ".mdzvfs-")
-        defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the open file is what counts.
-        try reader.streamEntries(into: scratch, checkingSegments: true) { $0.role == .store }
-        return try StoreFile(scratch.appending(BundleLayout.store))
+    /// segment digests, streamed in bounded buffers) into a file without a name in the temporary folder (`TMPDIR`, or
+    /// `/tmp`), once its free space is found to hold it: the copy lives as long as the connections reading it and no
+    /// longer, and a host killed at any instant, mid-extraction too, leaves nothing on disk.
+    private static func extractStore(_ reader: BundleReader) throws -> (StoreFile, seconds: Double) {
+        let (descriptor, seconds) = try reader.extractStoreUnnamed(in: FileSystem.temporaryFolder)
+        return (StoreFile(descriptor: descriptor, size: reader.metadata.store.size, origin: reader.path), seconds)
+    }
+}
+
+/// What the process serves of one bundle file, checked once: the plan and file that segments are read from, or the
+/// unnamed file its store was extracted to. Shared by every connection to that file (each holds it), and gone with
+/// the last of them.
+final class ServedStore: Sendable {
+    enum Kind: Sendable {
+        case inPlace(SegmentLoader)
+        case extracted(StoreFile)
+    }
+
+    let kind: Kind
+
+    init(_ kind: Kind) { self.kind = kind }
+
+    /// A source for one more connection: its own segment cache over the shared loader, or the shared file.
+    func source(cacheSize: Int) -> any StoreSource {
+        switch kind {
+        case .inPlace(let loader): return SegmentSource(loader, cacheSize: cacheSize, owner: self)
+        case .extracted(let file): return file
+        }
+    }
+}
+
+/// The bundles this process serves, by file identity, held weakly: a record lives as long as a connection reads it.
+enum ServedStores {
+    private struct Key: Hashable {
+        let device: UInt64, inode: UInt64, size: Int64
+        let modified: [Int], changed: [Int]
+
+        init(_ identity: FileIdentity) {
+            device = identity.device
+            inode = identity.inode
+            size = identity.size
+            modified = [identity.modified.tv_sec, identity.modified.tv_nsec]
+            changed = [identity.changed.tv_sec, identity.changed.tv_nsec]
+        }
+    }
+
+    private static let table = Protected<[Key: WeakReference]>([:])
+
+    private struct WeakReference: @unchecked Sendable {  // a weak reference read only under the table's lock
+        weak var store: ServedStore?
+    }
+
+    /// The record of the bundle file with `identity`, when a connection still holds one.
+    static func find(_ identity: FileIdentity) -> ServedStore? {
+        table.withLock { $0[Key(identity)]?.store }
+    }
+
+    /// Records `store` as what serves the file with `identity` (an identity without fine times proves nothing and is
+    /// not recorded); records whose connections are all gone are dropped.
+    static func record(_ store: ServedStore, as identity: FileIdentity) {
+        guard identity.hasFineTimes else { return }
+        table.withLock { table in
+            table = table.filter { $0.value.store != nil }
+            table[Key(identity)] = WeakReference(store: store)
+        }
     }
 }
 

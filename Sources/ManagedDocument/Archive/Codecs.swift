@@ -283,6 +283,23 @@ final class StreamInflater {
         return (Int(offered - state.pointee.avail_out), state.pointee.block_state == ISAL_BLOCK_FINISH)
     }
 
+    /// Whether the inflater stopped where a restart segment other than the last must end (FORMAT.md 11.4): at a
+    /// block boundary on a byte boundary, outside the final block, every input byte taken and nothing held back
+    /// (no bit read ahead, no header begun, no output buffered). Only then does the next segment, inflated on its
+    /// own from the next byte, give what inflating the whole stream gives there: a stored block that runs on past
+    /// the segment's end, a final block, or a header begun would make the two readings differ.
+    var isAtRestartBoundary: Bool {
+        state.pointee.block_state == ISAL_BLOCK_NEW_HDR && state.pointee.bfinal == 0
+            && state.pointee.avail_in == 0 && state.pointee.read_in_length == 0 && state.pointee.tmp_in_size == 0
+            && state.pointee.tmp_out_valid == state.pointee.tmp_out_processed
+    }
+
+    /// Whether the stream has ended with all of its output produced and no whole byte after it (the last restart
+    /// segment, or a whole entry).
+    var hasEndedExactly: Bool {
+        state.pointee.block_state == ISAL_BLOCK_FINISH && !hasTrailingBytes
+    }
+
     /// After the stream has ended: whether any whole byte of the fed input lies beyond it — not taken, read ahead
     /// into the bit buffer (`read_in_length` bits), or held back in ISA-L's input buffer (`tmp_in_size` bytes).
     var hasTrailingBytes: Bool {

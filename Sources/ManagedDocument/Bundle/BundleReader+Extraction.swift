@@ -133,6 +133,7 @@ extension BundleReader {
                        checkingSegments: Bool = false,
                        checkingStore: ((BundleReader) throws -> Void)? = nil,
                        comparingStore: UnsafeRawBufferPointer? = nil,
+                       storeOutput: (FileDescriptor, FilePath)? = nil,
                        shouldWrite: (BundleEntry) -> Bool) throws -> UInt64 {
         var byName: [String: BundleEntry] = [:]
         for entry in entries { byName[entry.name] = entry }
@@ -180,8 +181,10 @@ extension BundleReader {
                 output = try createExtracted(outputPath!, entry: name, permissions: permissions)
             }
             defer { try? output?.close() }  // Squash close error: a failed write was already reported.
+            // > The caller's own file for the store (an unnamed one): written, never closed here.
+            let target = entry.role == .store && storeOutput != nil ? storeOutput : output.map { ($0, outputPath!) }
             inflated += try stream(entry, reader: reader, pipeline: pipeline, expected: expected[name],
-                                   to: output.map { ($0, outputPath!) }, checkingSegments: checkingSegments,
+                                   to: target, checkingSegments: checkingSegments,
                                    comparing: entry.role == .store ? comparingStore : nil)
         }
         guard seen.count == entries.count else {
@@ -446,5 +449,33 @@ extension BundleReader {
         try FileSystem.link(extracted.store, to: store)
         try FileSystem.syncDirectory(folder)
         return ExtractedStore(store: store, externalData: hasExternalData ? external : nil)
+    }
+}
+
+extension BundleReader {
+    /// The store, extracted and checked as ``extract(into:)`` checks it (sizes, CRC-32, the SQLite header, SHA-256
+    /// or segment digests, streamed in bounded buffers), into a file without a name in `folder` (`O_TMPFILE`; where
+    /// the file system has none, a file unlinked before its first byte): nothing is left on disk when the process
+    /// dies at any instant, and the space is freed when the returned descriptor is closed. The free space of `folder`
+    /// is checked first: a store larger than it is refused before a byte is written.
+    ///
+    /// - Returns: the descriptor, open for reading and writing, and the time the extraction took.
+    func extractStoreUnnamed(in folder: FilePath) throws -> (descriptor: FileDescriptor, seconds: Double) {
+        let started = ContinuousClock.now
+        let size = metadata.store.size
+        let descriptor = try FileSystem.unnamedTemporaryFile(in: folder)
+        do {
+            if let free = FileSystem.freeBytes(descriptor), Int64(clamping: free) < size {
+                throw DocumentError(.ioFailure, path: folder, entry: BundleLayout.store,
+                                    reason: "has \(free) bytes free, and the store to extract from \(path) takes \(size); free some space or point TMPDIR at a larger folder",
+                                    underlyingError: Errno.noSpace)
+            }
+            try streamEntries(into: nil, checkingSegments: true, storeOutput: (descriptor, folder)) { _ in false }
+        } catch {
+            try? descriptor.close()  // Squash close error: the file has no name, and the failure is what counts.
+            throw error
+        }
+        let elapsed = ContinuousClock.now - started
+        return (descriptor, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
     }
 }

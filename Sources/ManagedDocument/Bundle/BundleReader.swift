@@ -114,7 +114,10 @@ public final class BundleReader: Sendable {
     /// The bundle file as it was when the reader opened it: every later read (libarchive's walk, the entries' data,
     /// the parallel inflater) goes through this descriptor, so a bundle replaced under ``path`` while it is read
     /// (a save beside a reader) is never mixed with the one that was checked.
-    let descriptor: FileDescriptor
+    var descriptor: FileDescriptor { file.descriptor }
+    /// The bundle file, open: shared with the connections that serve its store (``SegmentLoader``), which keep it
+    /// open without keeping the reader and its metadata.
+    let file: OpenFile
     /// The bundle file's identity when it was opened, before its first byte was read: a proof that the bundle is
     /// unchanged (``FileIdentity``) compares with this, so a change while the reader checked it is never trusted.
     let openedIdentity: FileIdentity
@@ -160,13 +163,9 @@ public final class BundleReader: Sendable {
         self.entries = entries
         self.metadata = metadata
         self.restartIndex = restartIndex
-        self.descriptor = file.descriptor
+        self.file = OpenFile(file.descriptor)
         self.openedIdentity = file.identity
         isKept = true
-    }
-
-    deinit {
-        try? descriptor.close()  // Squash close error of a read-only descriptor.
     }
 
     /// The entry for a name.
@@ -315,7 +314,30 @@ public final class BundleReader: Sendable {
             throw DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
                                 reason: "'store.deflateRestarts' describes this entry's stream but \(problem); the metadata does not describe this bundle")
         }
+        if metadata.formatVersion >= 2, let combined = combinedCRC(of: restarts, size: store.size),
+           combined != store.crc32 {
+            // > A reader checks each restart segment it inflates against its CRC-32; combined, they must be the
+            // > entry's, so that what a segment-wise reader serves is what every zip tool reads (FORMAT.md 11.4).
+            throw DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
+                                reason: "the CRC-32s of the restart segments in 'store.deflateRestarts.crc32s' combine to \(hex32(combined)), but the zip entry's CRC-32 is \(hex32(store.crc32)); the metadata does not describe this bundle")
+        }
         return .used(segments: restarts.offsets.count, identified: isIdentified)
+    }
+
+    /// The CRC-32 of the whole entry, combined from the CRC-32 of each restart segment that `restarts.crc32s`
+    /// records; `nil` when it records none. The index has passed ``ParallelInflater/check(_:size:compressedSize:)``
+    /// (one segment of `interval` bytes a segment, the last shorter), and `crc32s` its spelling check.
+    static func combinedCRC(of restarts: DocumentMetadata.DeflateRestarts, size: UInt64) -> UInt32? {
+        guard restarts.crc32s != nil, restarts.interval > 0, let size = Int64(exactly: size) else { return nil }
+        var combined: UInt32 = 0
+        for index in restarts.offsets.indices {
+            guard let crc = restarts.recordedCRC(ofSegment: index) else { return nil }
+            // > index < ⌈size ÷ interval⌉ (checked): index × interval < size, no overflow.
+            let start = Int64(index) * restarts.interval
+            let length = Int(min(restarts.interval, size - start))
+            combined = index == 0 ? crc : CRC32.combine(combined, crc, lengthB: length)
+        }
+        return combined
     }
 
     private static func hex32(_ value: UInt32) -> String {

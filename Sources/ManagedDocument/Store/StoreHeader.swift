@@ -72,6 +72,26 @@ struct StoreHeader: Sendable, Equatable {
         bytes.count >= 18 ? Int(bytes[16]) << 8 | Int(bytes[17]) : nil
     }
 
+    /// `PRAGMA user_version` (bytes 60-63, a big-endian signed 32-bit integer).
+    var userVersion: Int32 { Int32(bitPattern: Self.bigEndian32(bytes, at: 60)) }
+
+    /// Why this header, the store's first bytes, contradicts what `store` (the metadata) records or is what a bundle
+    /// must not hold: the page size, `user_version`, or WAL mode (FORMAT.md 11.4); `nil` when it agrees. What a reader
+    /// serving the store in place checks when it opens, without SQLite (the schema fingerprint needs SQLite to read
+    /// the schema: `verify` checks it).
+    func disagreement(with store: DocumentMetadata.Store) -> (code: DocumentError.Code, reason: String)? {
+        if isWAL {
+            return (.storeInWALMode, "the store's header says WAL mode (bytes 18-19), which a bundle must not be at rest")
+        }
+        if pageSize != store.pageSize {
+            return (.metadataMismatch, "the metadata says page size \(store.pageSize) but the store's header says \(pageSize.map(String.init) ?? "an invalid one (\(Self.rawPageSize(bytes) ?? 0))"); the metadata lies")
+        }
+        if userVersion != store.userVersion {
+            return (.metadataMismatch, "the metadata says user_version \(store.userVersion) but the store's header says \(userVersion); the metadata lies")
+        }
+        return nil
+    }
+
     /// The file change counter (``changeCounterRange``).
     var changeCounter: UInt32 { Self.bigEndian32(bytes, at: 24) }
 

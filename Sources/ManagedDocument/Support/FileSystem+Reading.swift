@@ -51,3 +51,13 @@ extension FileSystem {
         return filled
     }
 }
+
+/// An open file's descriptor, closed when its last holder lets it go: a bundle's reader and the connections serving
+/// its store share one, and a connection keeps the file open without keeping the reader.
+final class OpenFile: Sendable {
+    let descriptor: FileDescriptor
+
+    init(_ descriptor: FileDescriptor) { self.descriptor = descriptor }
+
+    deinit { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+}

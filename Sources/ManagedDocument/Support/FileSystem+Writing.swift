@@ -33,9 +33,24 @@ extension FileSystem {
         }
     }
 
-    /// A new file without a name in `TMPDIR` (else `/tmp`), for scratch data that must vanish with the process.
-    static func unnamedTemporaryFile() throws -> FileDescriptor {
-        let folder = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    /// The temporary folder: `TMPDIR`, else `/tmp`.
+    static var temporaryFolder: FilePath {
+        FilePath(ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp")
+    }
+
+    /// Bytes an unprivileged writer may still add to the file system holding `descriptor` (`fstatvfs(2)`); `nil` when
+    /// it cannot tell.
+    static func freeBytes(_ descriptor: FileDescriptor) -> UInt64? {
+        var status = statvfs()
+        guard fstatvfs(descriptor.rawValue, &status) == 0 else { return nil }
+        let (bytes, overflow) = UInt64(status.f_bavail).multipliedReportingOverflow(by: UInt64(status.f_frsize))
+        return overflow ? .max : bytes
+    }
+
+    /// A new file without a name in `folder` (`TMPDIR`, else `/tmp`, by default), for scratch data that must vanish
+    /// with the process: `O_TMPFILE`, or where the file system has none a file unlinked before its first byte.
+    static func unnamedTemporaryFile(in folderPath: FilePath = temporaryFolder) throws -> FileDescriptor {
+        let folder = folderPath.string
         #if os(Linux)
         let temporaryFile: Int32 = 0o20_000_000 | O_DIRECTORY  // O_TMPFILE
         let unnamed = open(folder, temporaryFile | O_RDWR | O_CLOEXEC, 0o600)

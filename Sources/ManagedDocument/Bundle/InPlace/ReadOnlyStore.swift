@@ -29,6 +29,7 @@ struct ReadOnlyStore: Sendable {
         switch StoreRoute(reader) {
         case .inPlace(let plan):
             let source = SegmentSource(reader, plan: plan, cacheSize: cacheSize)
+            try source.checkHeader(against: reader.metadata.store, bundle: reader.path)
             let registration = StoreSlot.Registration(StoreSlot(source, isImmutable: isImmutable))
             var configuration = Configuration()
             configuration.readonly = true
@@ -54,8 +55,10 @@ struct ReadOnlyStore: Sendable {
                        extract: () throws -> FilePath) throws -> any StoreSource {
         switch StoreRoute(reader) {
         case .inPlace(let plan):
+            let source = SegmentSource(reader, plan: plan, cacheSize: cacheSize)
+            try source.checkHeader(against: reader.metadata.store, bundle: reader.path)
             logInPlace(reader.path, logger: logger)
-            return SegmentSource(reader, plan: plan, cacheSize: cacheSize)
+            return source
         case .extract(let reason):
             let file = try StoreFile(extract())
             logExtracted(reader.path, reason: reason, logger: logger)

@@ -6,28 +6,47 @@ import SystemPackage
 /// against its SHA-256 before any of its bytes are handed out.
 ///
 /// Reads the descriptor its ``BundleReader`` opened, for its whole life: a bundle replaced on disk meanwhile is not
-/// seen. Holds the segment (at most ``ReadingLimits/maxDigestSegmentSize``) and the compressed bytes of one restart
-/// segment at a time (at most deflate's bound for ``ReadingLimits/maxRestartSegmentSize``).
+/// seen. Keeps only that file, its path and the plan, not the reader (whose metadata may list 100,000 entries): a
+/// connection's memory is its segment cache and the plan, whatever else the bundle holds. Holds the segment (at most
+/// ``ReadingLimits/maxDigestSegmentSize``) and the compressed bytes of one restart segment at a time (at most
+/// deflate's bound for ``ReadingLimits/maxRestartSegmentSize``) while it loads one.
 struct SegmentLoader: Sendable {
-    let reader: BundleReader
+    /// The bundle file the reader checked.
+    let file: OpenFile
+    /// The bundle's path, for errors.
+    let path: FilePath
     let plan: SegmentPlan
+
+    init(reader: BundleReader, plan: SegmentPlan) {
+        file = reader.file
+        path = reader.path
+        self.plan = plan
+    }
 
     /// Segment `index`, checked against its digest.
     func load(_ index: Int) throws -> [UInt8] {
         // > index < ⌈size ÷ interval⌉ (the digests' count, checked at open), so start < size: no overflow.
         let start = Int64(index) * plan.interval
         let length = Int(min(plan.interval, plan.size - start))
-        let damaged = Damage(path: reader.path, segment: plan.isWhole ? nil : index, start: start, length: length)
+        let damaged = Damage(path: path, segment: plan.isWhole ? nil : index, start: start, length: length)
         var bytes: [UInt8]
         if plan.restarts != nil {
             bytes = [UInt8](repeating: 0, count: length)
             try inflate(index, into: &bytes, damaged)
         } else {
-            bytes = try FileSystem.read(reader.descriptor, at: Int64(plan.dataOffset) + start, count: length,
-                                        path: reader.path)
+            bytes = try FileSystem.read(file.descriptor, at: Int64(plan.dataOffset) + start, count: length,
+                                        path: path)
             guard bytes.count == length else { throw damaged("is cut short", code: .truncatedArchive) }
         }
         try check(bytes, index: index, damaged)
+        if plan.isWhole {
+            // > The whole entry is at hand: its CRC-32 must be the central directory's, as every zip tool checks.
+            var crc = CRC32()
+            crc.update(bytes)
+            guard crc.value == plan.entryCRC else {
+                throw damaged("does not match the zip entry's CRC-32 (the central directory records another); the bundle is damaged, restore it from a backup")
+            }
+        }
         return bytes
     }
 
@@ -50,7 +69,7 @@ struct SegmentLoader: Sendable {
                 let range = segments.range(ofSegment: segment, size: plan.size)
                 let piece = bytes[Int(range.lowerBound)..<Int(range.upperBound)]
                 guard SHA256.hash(data: piece).hexString == digest else {
-                    throw DocumentError(.checksumMismatch, path: reader.path, entry: BundleLayout.store,
+                    throw DocumentError(.checksumMismatch, path: path, entry: BundleLayout.store,
                                         reason: "segment \(segment) (bytes \(range.lowerBound)-\(range.upperBound - 1)) does not match its SHA-256 in 'store.segments'; \(advice); no byte of the store was used")
                 }
             }
@@ -84,17 +103,19 @@ struct SegmentLoader: Sendable {
             // > so that only one restart segment's compressed bytes are held at a time.
             let range = restarts.fileRange(ofSegment: restart, dataOffset: plan.dataOffset,
                                            compressedSize: plan.compressedSize)
-            let compressed = try FileSystem.read(reader.descriptor, at: range.lowerBound, count: range.count,
-                                                 path: reader.path)
+            let compressed = try FileSystem.read(file.descriptor, at: range.lowerBound, count: range.count,
+                                                 path: path)
             guard compressed.count == range.count else { throw damaged("is cut short", code: .truncatedArchive) }
             let outputStart = (restart - first) * restartLength
             let outputRange = outputStart..<(outputStart + min(restartLength, bytes.count - outputStart))
             // > ISA-L first: several times as fast as zlib. Its output is only a candidate: the digest decides.
             // > A restart segment it does not fill exactly goes through zlib, which names the fault.
+            let isLast = restart + 1 == restarts.offsets.count
             let filled = compressed.withUnsafeBytes { input in
                 bytes.withUnsafeMutableBytes { output in
                     guard let fast else { return false }
-                    return Self.inflateFast(fast, input, into: UnsafeMutableRawBufferPointer(rebasing: output[outputRange]))
+                    return Self.inflateFast(fast, input, into: UnsafeMutableRawBufferPointer(rebasing: output[outputRange]),
+                                            isLast: isLast)
                 }
             }
             if filled {
@@ -103,12 +124,12 @@ struct SegmentLoader: Sendable {
             }
             if strict == nil { strict = SegmentInflater() }
             guard let inflater = strict else {
-                throw DocumentError(.ioFailure, path: reader.path, reason: "cannot allocate memory to inflate the store")
+                throw DocumentError(.ioFailure, path: path, reason: "cannot allocate memory to inflate the store")
             }
             let result = compressed.withUnsafeBytes { input in
                 bytes.withUnsafeMutableBytes { output in
                     inflater.inflate(input, into: UnsafeMutableRawBufferPointer(rebasing: output[outputRange]),
-                                     isLast: restart + 1 == restarts.offsets.count)
+                                     isLast: isLast)
                 }
             }
             switch result {
@@ -118,6 +139,10 @@ struct SegmentLoader: Sendable {
                 throw damaged("inflates to \(produced) bytes, not \(outputRange.count), at restart point \(restart)", code: .sizeMismatch)
             case .failure(.overflow):
                 throw damaged("inflates to more than its share at restart point \(restart)", code: .sizeMismatch)
+            case .failure(.misplacedEnd):
+                throw damaged(isLast ? "does not end the deflate stream exactly at the entry's end (restart point \(restart) is the last)"
+                                     : "does not end at a block boundary outside the final block at restart point \(restart + 1), so inflating the entry as one stream would give other bytes (every zip tool reads it so)",
+                              code: .corruptArchive)
             case .failure:
                 throw damaged("is not valid deflate data from restart point \(restart) on its own", code: .corruptArchive)
             }
@@ -135,9 +160,13 @@ struct SegmentLoader: Sendable {
         }
     }
 
-    /// Inflates one restart segment with ISA-L into `output`; whether it filled it exactly, using every input byte.
+    /// Inflates one restart segment with ISA-L into `output`; whether it filled it exactly, using every input byte,
+    /// and stopped where a restart segment must (FORMAT.md 11.4): the last at the stream's end, the others at a
+    /// block boundary on a byte boundary outside the final block, nothing held back. Only then is what it gave what
+    /// every zip tool gives for these bytes, inflating the entry as one stream; any other end goes through zlib,
+    /// which names the fault.
     private static func inflateFast(_ inflater: StreamInflater, _ input: UnsafeRawBufferPointer,
-                                    into output: UnsafeMutableRawBufferPointer) -> Bool {
+                                    into output: UnsafeMutableRawBufferPointer, isLast: Bool) -> Bool {
         inflater.reset()
         inflater.feed(input)
         var produced = 0
@@ -147,6 +176,7 @@ struct SegmentLoader: Sendable {
             produced += count
             if finished || count == 0 { break }
         }
-        return produced == output.count && inflater.pending == 0
+        guard produced == output.count, inflater.pending == 0 else { return false }
+        return isLast ? inflater.hasEndedExactly : inflater.isAtRestartBoundary
     }
 }

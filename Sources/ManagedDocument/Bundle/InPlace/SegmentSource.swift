@@ -6,12 +6,23 @@ final class SegmentSource: StoreSource {
     let cache: SegmentCache
     private let firstFailure = FirstFailure()
 
+    /// What the source keeps alive beside its loader (the process's shared record of the bundle, in the extension).
+    private let owner: (any AnyObject & Sendable)?
+
     init(_ reader: BundleReader, plan: SegmentPlan, cacheSize: Int) {
         cache = SegmentCache(SegmentLoader(reader: reader, plan: plan), cacheSize: cacheSize)
+        owner = nil
+    }
+
+    /// A source reading through `loader` (shared with other connections to the same bundle), with a cache of its own;
+    /// `owner` is kept as long as the source.
+    init(_ loader: SegmentLoader, cacheSize: Int, owner: (any AnyObject & Sendable)?) {
+        cache = SegmentCache(loader, cacheSize: cacheSize)
+        self.owner = owner
     }
 
     var size: Int64 { cache.loader.plan.size }
-    var origin: FilePath { cache.loader.reader.path }
+    var origin: FilePath { cache.loader.path }
 
     func read(into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) throws -> Int {
         let interval = cache.loader.plan.interval

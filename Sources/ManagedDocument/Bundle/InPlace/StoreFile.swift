@@ -17,6 +17,14 @@ final class StoreFile: StoreSource {
         size = status.size
     }
 
+    /// The store in `descriptor` (an unnamed extracted file, owned from now on), `size` bytes; `origin` names it in
+    /// errors.
+    init(descriptor: FileDescriptor, size: Int64, origin: FilePath) {
+        self.descriptor = descriptor
+        self.size = size
+        self.origin = origin
+    }
+
     deinit { try? descriptor.close() }  // Squash close error of a read-only descriptor.
 
     func read(into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) throws -> Int {

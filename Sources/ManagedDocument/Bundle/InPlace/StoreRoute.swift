@@ -121,6 +121,9 @@ struct SegmentPlan: Sendable {
     let dataOffset: UInt64
     /// The store entry's compressed size (below the file's size: the reader located it).
     let compressedSize: UInt64
+    /// The store entry's CRC-32 (the central directory's): what a store served whole is checked against too, so
+    /// that it is what every zip tool reads from the entry.
+    let entryCRC: UInt32
     /// Where each restart segment starts in the compressed stream, for a deflated store (one segment, the whole
     /// stream, when ``isWhole``); `nil` for a stored one.
     let restarts: DeflateRestarts?
@@ -145,6 +148,7 @@ struct SegmentPlan: Sendable {
         self.digests = digests
         dataOffset = store.dataOffset
         compressedSize = store.compressedSize
+        entryCRC = store.crc32
         self.restarts = restarts
         self.restartsPerSegment = restartsPerSegment
         self.whole = whole

@@ -25,3 +25,23 @@ final class FirstFailure: Sendable {
     /// The failure recorded first, if any.
     var error: DocumentError? { first.withLock { $0 } }
 }
+
+extension StoreSource {
+    /// Checks, before SQLite reads a byte, what `verify` checks without SQLite (FORMAT.md 11.4): the store's header
+    /// (its first segment, loaded and checked against its digest) is SQLite's, agrees with the metadata on the page
+    /// size and `user_version`, and is not in WAL mode.
+    ///
+    /// - Throws: ``DocumentError/Code/notSQLite``, ``DocumentError/Code/metadataMismatch``,
+    ///   ``DocumentError/Code/storeInWALMode``, naming `bundle`; or the segment's own error.
+    func checkHeader(against store: DocumentMetadata.Store, bundle: FilePath) throws {
+        var head = [UInt8](repeating: 0, count: StoreHeader.length)
+        let count = try head.withUnsafeMutableBytes { try read(into: $0.baseAddress!, count: $0.count, at: 0) }
+        guard count == StoreHeader.length, let header = StoreHeader(head) else {
+            throw DocumentError(.notSQLite, path: bundle, entry: BundleLayout.store,
+                                reason: "is not a SQLite database (no SQLite header)")
+        }
+        if let (code, reason) = header.disagreement(with: store) {
+            throw DocumentError(code, path: bundle, entry: BundleLayout.store, reason: reason)
+        }
+    }
+}

@@ -3,6 +3,7 @@
 // the same way) and when it is verified with SQLite (15.7).
 
 import Foundation
+import GRDB
 import SystemPackage
 import TestSupport
 import Testing
@@ -106,6 +107,47 @@ extension HostileBundleTests {
             let bundle = directory.appending("Notes.mdz")
             try ZipSurgery.writeBundle(at: bundle, parts: parts)
             try expectRefusal(bundle, in: directory, at: .verify, code: .storeInWALMode, entry: BundleLayout.store)
+        }
+    }
+}
+
+extension HostileBundleTests {
+    /// How a store's header is made to contradict its metadata.
+    enum HeaderLie: String, CaseIterable, Sendable {
+        case pageSize, userVersion, walMode
+    }
+
+    @Test("a store whose header contradicts the metadata (page size, user_version) or says WAL is refused at open by every in-place reader: BundleStore and the extension", arguments: HeaderLie.allCases)
+    func headerContradictsMetadata(lie: HeaderLie) async throws {
+        try await withTemporaryDirectory { directory in
+            var parts = try ZipSurgery.makeParts(in: directory, rows: 400)
+            switch lie {
+            case .pageSize: parts.metadata.store.pageSize *= 2
+            case .userVersion: parts.metadata.store.userVersion += 7
+            case .walMode:
+                var store = parts.store
+                store[18] = 2
+                store[19] = 2
+                parts.replaceStore(store)
+            }
+            parts.reseal()
+            let bundle = directory.appending("Notes.mdz")
+            try ZipSurgery.writeBundle(at: bundle, parts: parts)
+            let expected: DocumentError.Code = lie == .walMode ? .storeInWALMode : .metadataMismatch
+            let error = #expect(throws: DocumentError.self) {
+                let store = try BundleStore(at: bundle)
+                defer { store.close() }
+                _ = try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_schema") }
+            }
+            #expect(error?.code == expected, "\(String(describing: error))")
+            // > `verify` refuses it too (it reads the whole store with SQLite).
+            try expectRefusal(bundle, in: directory, at: .verify, code: expected, entry: BundleLayout.store)
+
+            try #require(SQLiteHosts.unavailable == nil, "\(SQLiteHosts.unavailable ?? "")")
+            let served = try SQLiteHosts.runPython(SQLiteHosts.tableDigests, ["mdz:" + bundle.string],
+                                                   environment: ProcessInfo.processInfo.environment.merging(["MDZVFS_LOG": "stderr"]) { $1 })
+            #expect(served.status != 0, "the extension served a store whose header contradicts its metadata: \(served.stdout)")
+            #expect(served.stderr.contains(lie == .walMode ? "WAL" : "the metadata says"), "\(served.stderr)")
         }
     }
 }

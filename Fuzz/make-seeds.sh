@@ -61,6 +61,12 @@ with zipfile.ZipFile(sys.argv[1]) as src, zipfile.ZipFile(sys.argv[2], "w") as d
         dst.writestr(info.filename, src.read(info.filename), compress_type=method)
     dst.writestr("AdditionalContent/café ☕.txt", b"x", compress_type=zipfile.ZIP_DEFLATED)
 PY
+# The polyglot family (a store entry that reads as one store in one stream and another segment by segment, and its
+# milder forms), written from the bundle with a restart index.
+python3 scripts/hostile/polyglot.py "$out/bundle/restarts.mdz" "$work" >/dev/null
+for name in polyglot polyglot-segment-crc wrong-crc no-final-block final-mid-stream; do
+    cp "$work/$name.mdz" "$out/bundle/$name.mdz"
+done
 for bundle in "$out"/bundle/*.mdz; do unzip -p "$bundle" DocumentMetadata.json > "$out/metadata/$(basename "$bundle" .mdz).json"; done
 cp "$work"/inflate-* "$out/inflate/"
 cp "$work/small.sqlite" "$work/coredata.sqlite" "$work/plist.bin" "$work/plist.xml" "$out/legacy/"

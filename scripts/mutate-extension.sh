@@ -8,7 +8,8 @@
 # The documents (made here with python's sqlite3 and `docconvert create`): a small store (served whole), a 6 MiB
 # store deflated with restart points (several digest segments) and the same stored. A mutant is one of them with 1-4
 # random bytes changed anywhere, 1-4 bytes changed in its last 4 KiB (the metadata and the zip directory), or the
-# file cut short. The reader loads the extension, opens `file:MUTANT?vfs=mdz` and reads every table in rowid order.
+# file cut short. Then the polyglot family of scripts/hostile/polyglot.py, made from the deflated document: each
+# refused, failing while read, or serving exactly what zip tools read from the entry. The reader loads the extension, opens `file:MUTANT?vfs=mdz` and reads every table in rowid order.
 # Prints a Markdown table of outcomes per document; exit 1 when anything failed (the mutants kept in the work
 # folder, which is then not removed, and named).
 set -euo pipefail
@@ -109,11 +110,31 @@ for index in range(count):
         failures.append('%s (%s of %s): %s' % (path, kind, name, outcome))
     else:
         import os; os.remove(path)
-columns = ['refused', 'error while read', 'served, same rows', 'WRONG ROWS', 'crash', 'hang']
+# The polyglot family (scripts/hostile/polyglot.py): each must be refused or fail while read, or serve exactly the
+# rows of what zip tools read from the entry (one-stream inflation), never the segment-wise store.
+import json
+made = subprocess.run([sys.executable, 'scripts/hostile/polyglot.py', '%s/deflated.mdz' % folder, folder],
+                      capture_output=True, text=True, check=True)
+for line in made.stdout.splitlines():
+    polyglot = json.loads(line)
+    outcome = read(polyglot['path'])
+    if outcome.startswith('served '):
+        seen = polyglot['zipToolsFile']
+        plain = subprocess.run([sys.executable, '-c', reader.replace("+ '?vfs=mdz'", "+ '?mode=ro'"), library, seen],
+                               capture_output=True, text=True).stdout.strip() if seen else ''
+        outcome = 'served, what zip tools read' if plain == outcome else 'WRONG ROWS'
+    key = 'polyglot family'
+    outcomes[key][outcome.split(' (')[0] if outcome.startswith('crash') else outcome] += 1
+    if outcome in ('WRONG ROWS', 'hang') or outcome.startswith('crash'):
+        failures.append('%s (%s): %s' % (polyglot['path'], polyglot['note'], outcome))
+documents.append('polyglot family')
+originals['polyglot family'] = b''
+columns = ['refused', 'error while read', 'served, same rows', 'served, what zip tools read', 'WRONG ROWS', 'crash', 'hang']
 print('| document | mutants | ' + ' | '.join(columns) + ' |')
 print('| --- | ---: | ' + ' | '.join('---:' for _ in columns) + ' |')
 for name in documents:
-    print('| %s (%d bytes) | %d | %s |' % (name, len(originals[name]), sum(outcomes[name].values()),
+    size = ' (%d bytes)' % len(originals[name]) if originals[name] else ''
+    print('| %s%s | %d | %s |' % (name, size, sum(outcomes[name].values()),
                                           ' | '.join(str(outcomes[name][column]) for column in columns)))
 for failure in failures:
     print('FAILED: ' + failure, file=sys.stderr)

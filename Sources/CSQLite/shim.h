@@ -19,6 +19,15 @@ typedef struct md_overlay_file {
     void *store;
 } md_overlay_file;
 
+// A file of SQLite's own in a working copy (the rollback journal, the WAL, an extracted store) opened through the
+// working files' VFS: SQLite's base structure, the Swift object that reports its changes (retained from xOpen to
+// xClose), then the default VFS's own structure for the file, which the methods hand every call to.
+typedef struct md_working_file {
+    sqlite3_file base;
+    void *context;
+    sqlite3_file *inner;
+} md_working_file;
+
 // The SQLite calls the VFS code makes, under the names the `mdzvfs` extension's CMDZExtension gives them (there
 // through the host's `sqlite3_api_routines`; here the linked SQLite's own): that code is written once for both.
 static inline sqlite3_vfs *md_vfs_find(const char *name) { return sqlite3_vfs_find(name); }
@@ -34,5 +43,7 @@ static const int md_sqlite_ioerr_fstat = SQLITE_IOERR_FSTAT;
 static const int md_sqlite_ioerr_write = SQLITE_IOERR_WRITE;
 static const int md_sqlite_ioerr_fsync = SQLITE_IOERR_FSYNC;
 static const int md_sqlite_ioerr_truncate = SQLITE_IOERR_TRUNCATE;
+static const int md_sqlite_ioerr_delete = SQLITE_IOERR_DELETE;
+static const int md_sqlite_ioerr_dir_fsync = SQLITE_IOERR_DIR_FSYNC;
 
 #endif

@@ -570,7 +570,10 @@ public final class Document: Sendable {
         configuration.readonly = readOnly
         configuration.label = "ManagedDocument.document"
         do {
-            let queue = try DatabaseQueue(path: store.string, configuration: configuration)
+            // > Written through the working files' VFS: every change SQLite makes is seen, and a journal's removal
+            // > is durable before its commit is acknowledged.
+            let queue = try DatabaseQueue(path: readOnly ? store.string : WorkingFilesVFS.uri(of: store),
+                                          configuration: configuration)
             if !readOnly {
                 try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = DELETE") }
             }

@@ -91,6 +91,25 @@ package enum FileIO {
         observer.didPerform(event)
     }
 
+    /// Calls the observer around `call`, a change SQLite's default VFS makes to a file of a working copy's
+    /// (``WorkingFilesVFS``: the journal, the WAL, an extracted store), which returns SQLite's result code (0: done).
+    /// An `Errno` the observer throws is rethrown before `call` runs, for the caller to fail SQLite's call with; the
+    /// observer sees the change made only when `call` returned 0.
+    package static func observing(_ event: @autoclosure () -> Event, _ call: () -> Int32) throws -> Int32 {
+        guard let observer = observer.withLock({ $0 }) else { return call() }
+        let event = event()
+        do { try observer.willPerform(event) } catch { throw errno(of: error) }
+        let result = call()
+        if result == 0 { observer.didPerform(event) }
+        return result
+    }
+
+    /// Tells the observer of a change SQLite's default VFS made inside a call of its own that ``observing(_:_:)``
+    /// reported already (the flush of a new journal's folder at the journal's first sync).
+    package static func didPerform(_ event: @autoclosure () -> Event) {
+        observer.withLock { $0 }?.didPerform(event())
+    }
+
     // MARK: Files
 
     /// Writes all of `bytes` at `offset` (`pwrite(2)`, short writes retried), or at the file's position when

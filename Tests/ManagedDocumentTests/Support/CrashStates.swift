@@ -14,14 +14,18 @@ import SystemPackage
 ///   in the order they were made, as journaling file systems commit them); a rename is atomic: the old name or the
 ///   new one. A flush of a file does not make its name durable.
 /// - What `fsync`/`fdatasync` returned for, and what a folder's `fsync` returned for, is durable.
-/// - Files written outside the library (SQLite's rollback journal, written through SQLite's own VFS) are taken as
-///   SQLite left them at each of the library's calls: SQLite flushes its journal before it writes the store.
+/// - A write may be torn: its first part reached the disk, the rest holds the old bytes or garbage (a write of more
+///   than 4 KiB torn at a page, a smaller one at a 512-byte sector or, below that, in the middle).
+/// - SQLite's own files (the rollback journal, the WAL, an extracted working store) are written through the
+///   library's ``WorkingFilesVFS``, which reports each of SQLite's changes like the library's own: the model holds
+///   them as a power cut would leave them, not as they are in the page cache.
 ///
 /// States are taken just before and just after every flush, at every mark the test sets, and at the end; at each
 /// such point: nothing unflushed persisted, everything persisted (what a killed process leaves), every prefix of
-/// the unflushed changes in the order they were made (ALICE's in-order persistence), everything but one change (for
-/// a change to names, with the later changes in its folder), and everything with one write torn at a page (each of
-/// up to `maximumDrops` of the prefixes, drops and tears).
+/// the unflushed changes in the order they were made (ALICE's in-order persistence), everything but one change and
+/// everything but two (for a change to names, with the later changes in its folder), and everything with one write
+/// torn, its rest old bytes or garbage (each of up to `maximumDrops` of the prefixes, drops, pairs and tears).
+/// Each state says its ``CrashState/Kind``, so a run counts them by kind.
 final class CrashRecorder: FileIO.Observer, @unchecked Sendable {  // every field is guarded by `lock`
     let root: FilePath
     private let lock = NSLock()
@@ -33,8 +37,6 @@ final class CrashRecorder: FileIO.Observer, @unchecked Sendable {  // every fiel
     private var initialContent: [Int: [UInt8]] = [:]
     private var initialNames: [String: Int] = [:]
     private var initialFolders: Set<String> = []
-    private var watched: [FilePath] = []
-    private var watchedContent: [String: [UInt8]?] = [:]
 
     struct FileKey: Hashable { var device: UInt64; var inode: UInt64 }
 
@@ -49,8 +51,6 @@ final class CrashRecorder: FileIO.Observer, @unchecked Sendable {  // every fiel
         case removeFolder(String)
         case syncFolder(String)
         case mark(String)
-        /// A file outside the library, as it is now (`nil`: absent).
-        case outside(String, [UInt8]?)
 
         var isFlush: Bool {
             switch self {
@@ -60,9 +60,16 @@ final class CrashRecorder: FileIO.Observer, @unchecked Sendable {  // every fiel
         }
     }
 
-    /// Starts recording under `root` (its files and folders now are the initial, durable state).
-    init(root: FilePath) throws {
+    /// Events left out of the record, as if the code had not made them (the checker's own check): called with
+    /// each event and the one before it in the record.
+    private let dropping: (@Sendable (FileIO.Event, FileIO.Event?) -> Bool)?
+    private var previous: FileIO.Event?
+
+    /// Starts recording under `root` (its files and folders now are the initial, durable state); `dropping` leaves
+    /// the events it picks out of the record.
+    init(root: FilePath, dropping: (@Sendable (FileIO.Event, FileIO.Event?) -> Bool)? = nil) throws {
         self.root = root
+        self.dropping = dropping
         try snapshot(root, relative: "")
     }
 
@@ -84,29 +91,9 @@ final class CrashRecorder: FileIO.Observer, @unchecked Sendable {  // every fiel
         }
     }
 
-    /// Files written outside the library (SQLite's journal) to take as they are at each of the library's calls.
-    func watch(_ path: FilePath) { lock.withLock { watched.append(path) } }
-
-    /// Marks this point: a state is taken here, and `label` tells the checker what was acknowledged. The files
-    /// written outside the library are taken as they are now (SQLite deletes its journal after the last call of
-    /// the library's in a commit).
+    /// Marks this point: a state is taken here, and `label` tells the checker what was acknowledged.
     func mark(_ label: String) {
-        lock.withLock {
-            takeOutside()
-            operations.append(.mark(label))
-        }
-    }
-
-    /// Appends the watched files' content where it changed since it was last taken (the lock held).
-    private func takeOutside() {
-        for file in watched {
-            guard let name = relative(file) else { continue }
-            let now = (try? Data(contentsOf: URL(fileURLWithPath: file.string))).map { Array($0) }
-            if watchedContent[name] != .some(now) {
-                watchedContent[name] = .some(now)
-                operations.append(.outside(name, now))
-            }
-        }
+        lock.withLock { operations.append(.mark(label)) }
     }
 
     private func identity(_ key: FileKey) -> Int {
@@ -140,21 +127,32 @@ final class CrashRecorder: FileIO.Observer, @unchecked Sendable {  // every fiel
         return FileKey(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
     }
 
+    /// The file a write, truncation or flush acts on: its descriptor's, or, for a file SQLite's default VFS holds
+    /// open (``FileIO/observing(_:_:)`` has no descriptor), the one under its name.
+    private func key(of event: FileIO.Event) -> FileKey? {
+        if let descriptor = event.descriptor { return key(of: descriptor) }
+        return key(of: event.path)
+    }
+
     func willPerform(_ event: FileIO.Event) throws {}
 
     func didPerform(_ event: FileIO.Event) {
         lock.withLock {
+            defer {
+                previous = event
+                previous?.bytes = nil  // valid during the call only
+            }
+            if let dropping, dropping(event, previous) { return }
             let path = relative(event.path), destination = relative(event.destination)
             switch event.kind {
             case .write:
-                guard path != nil, let descriptor = event.descriptor, let key = key(of: descriptor),
-                      let bytes = event.bytes else { return }
+                guard path != nil, let key = key(of: event), let bytes = event.bytes else { return }
                 operations.append(.write(file: identity(key), offset: event.offset, bytes: Array(bytes)))
             case .truncate:
-                guard path != nil, let descriptor = event.descriptor, let key = key(of: descriptor) else { return }
+                guard path != nil, let key = key(of: event) else { return }
                 operations.append(.truncate(file: identity(key), size: event.size))
             case .sync, .dataSync:
-                guard path != nil, let descriptor = event.descriptor, let key = key(of: descriptor) else { return }
+                guard path != nil, let key = key(of: event) else { return }
                 operations.append(.sync(file: identity(key)))
             case .create:
                 guard let path, let key = key(of: event.path) else { return }
@@ -187,7 +185,6 @@ final class CrashRecorder: FileIO.Observer, @unchecked Sendable {  // every fiel
                 guard let path = path ?? (event.path == root ? "" : nil) else { return }
                 operations.append(.syncFolder(path))
             }
-            takeOutside()
         }
     }
 
@@ -203,6 +200,21 @@ struct CrashState {
     var marks: [String]
     /// Where it was taken (the operation's index) and how (for failure messages).
     var description: String
+    /// Which of the model's variants it is.
+    var kind: Kind
+    /// Whether it was taken at a mark or at the end (not at a flush, where a change may be under way).
+    var isAtMark: Bool
+
+    /// The model's variants of the changes not yet flushed at a point.
+    enum Kind: String, CaseIterable, Sendable {
+        case all = "all persisted"
+        case none = "none persisted"
+        case prefix = "a prefix persisted"
+        case allButOne = "all but one"
+        case allButTwo = "all but two"
+        case tornOld = "a write torn, old bytes"
+        case tornGarbage = "a write torn, garbage"
+    }
 
     /// A digest of the content, to count and check each distinct state once.
     var digest: String {
@@ -242,18 +254,19 @@ extension CrashRecorder {
         let (operations, content, names, folders) = lock.withLock { (self.operations, initialContent, initialNames, initialFolders) }
         var builder = StateBuilder(content: content, names: names, folders: folders)
         var seen: Set<String> = []
-        func take(_ index: Int) async throws {
-            for state in builder.variants(at: index, maximumDrops: maximumDrops) where seen.insert(state.digest).inserted {
+        func take(_ index: Int, atMark: Bool) async throws {
+            for var state in builder.variants(at: index, maximumDrops: maximumDrops) where seen.insert(state.digest).inserted {
+                state.isAtMark = atMark
                 try await body(state)
             }
         }
         for (index, operation) in operations.enumerated() {
-            if operation.isFlush { try await take(index) }
+            if operation.isFlush { try await take(index, atMark: false) }
             builder.apply(operation, index: index)
-            if operation.isFlush { try await take(index + 1) }
-            if case .mark = operation { try await take(index + 1) }
+            if operation.isFlush { try await take(index + 1, atMark: false) }
+            if case .mark = operation { try await take(index + 1, atMark: true) }
         }
-        try await take(operations.count)
+        try await take(operations.count, atMark: true)
         return seen.count
     }
 }
@@ -267,7 +280,6 @@ private struct StateBuilder {
     var pendingData: [Int: [(Int, CrashRecorder.Operation)]] = [:]
     /// Changes to names not yet flushed, in order.
     var pendingNames: [(Int, CrashRecorder.Operation)] = []
-    var outside: [String: [UInt8]?] = [:]
     var marks: [String] = []
 
     init(content: [Int: [UInt8]], names: [String: Int], folders: Set<String>) {
@@ -297,47 +309,75 @@ private struct StateBuilder {
             pendingNames = kept
         case .mark(let label):
             marks.append(label)
-        case .outside(let name, let bytes):
-            outside[name] = .some(bytes)
         }
     }
 
-    /// The states at this point: nothing pending persisted, all of it, all but one change, the last writes torn.
+    /// The states at this point: nothing pending persisted, all of it, a prefix of it, all but one change, all but
+    /// two, one write torn (its rest old bytes, or garbage).
     func variants(at index: Int, maximumDrops: Int) -> [CrashState] {
         let pending = (pendingData.values.flatMap { $0 } + pendingNames).sorted { $0.0 < $1.0 }.map(\.0)
-        var states = [state(keeping: { _ in true }, torn: [], "after \(index): all"),
-                      state(keeping: { _ in false }, torn: [], "after \(index): none")]
+        var states = [state(keeping: { _ in true }, torn: [:], .all, "after \(index): all"),
+                      state(keeping: { _ in false }, torn: [:], .none, "after \(index): none")]
         let step = max(1, pending.count / max(1, maximumDrops))
         for dropped in stride(from: 0, to: pending.count, by: step) {
-            let operation = pending[dropped]
-            var gone: Set<Int> = [operation]
-            if let change = pendingNames.first(where: { $0.0 == operation }) {
-                // > A folder's later changes to names go with it.
-                let folders = Set(Self.folders(of: change.1))
-                for later in pendingNames where later.0 > operation && !folders.isDisjoint(with: Self.folders(of: later.1)) {
-                    gone.insert(later.0)
-                }
+            let gone = withLaterNames(pending[dropped])
+            states.append(state(keeping: { !gone.contains($0) }, torn: [:], .allButOne, "after \(index): all but \(pending[dropped])"))
+        }
+        // > Pairs: up to `maximumDrops` of them, spread over the pending changes (deterministic).
+        if pending.count >= 2 {
+            let pairs = min(maximumDrops, pending.count * (pending.count - 1) / 2)
+            for pair in 0..<pairs {
+                let first = (pair * 7919) % pending.count
+                let second = (first + 1 + (pair * 104_729) % (pending.count - 1)) % pending.count
+                let gone = withLaterNames(pending[first]).union(withLaterNames(pending[second]))
+                states.append(state(keeping: { !gone.contains($0) }, torn: [:], .allButTwo,
+                                    "after \(index): all but \(pending[first]) and \(pending[second])"))
             }
-            states.append(state(keeping: { !gone.contains($0) }, torn: [], "after \(index): all but \(operation)"))
         }
         for end in stride(from: 1, to: pending.count, by: step) {
             let last = pending[end - 1]
-            states.append(state(keeping: { $0 <= last }, torn: [], "after \(index): the first \(end) changes"))
+            states.append(state(keeping: { $0 <= last }, torn: [:], .prefix, "after \(index): the first \(end) changes"))
         }
         let writes = pendingData.values.flatMap { changes in
             changes.compactMap { change -> Int? in
-                if case .write(_, _, let bytes) = change.1, bytes.count > 4096 { return change.0 }
+                if case .write(_, _, let bytes) = change.1, bytes.count > 1 { return change.0 }
                 return nil
             }
         }.sorted()
         let tearStep = max(1, writes.count / max(1, maximumDrops))
         for torn in stride(from: 0, to: writes.count, by: tearStep) {
-            states.append(state(keeping: { _ in true }, torn: [writes[torn]], "after \(index): write \(writes[torn]) torn"))
+            let write = writes[torn]
+            states.append(state(keeping: { _ in true }, torn: [write: false], .tornOld, "after \(index): write \(write) torn"))
+            states.append(state(keeping: { _ in true }, torn: [write: true], .tornGarbage,
+                                "after \(index): write \(write) torn, garbage after the tear"))
         }
         return states
     }
 
-    private func state(keeping isKept: (Int) -> Bool, torn: Set<Int>, _ description: String) -> CrashState {
+    /// The change at `operation`, with, for a change to names, the later changes in its folders (which go with it).
+    private func withLaterNames(_ operation: Int) -> Set<Int> {
+        var gone: Set<Int> = [operation]
+        if let change = pendingNames.first(where: { $0.0 == operation }) {
+            let folders = Set(Self.folders(of: change.1))
+            for later in pendingNames where later.0 > operation && !folders.isDisjoint(with: Self.folders(of: later.1)) {
+                gone.insert(later.0)
+            }
+        }
+        return gone
+    }
+
+    /// Where a write of `count` bytes tears: at a 4 KiB page past its middle for a large one, at a 512-byte sector
+    /// for one of 1 KiB to 4 KiB, in the middle below that.
+    private static func tear(_ count: Int) -> Int {
+        if count > 4096 { return (count / 2 / 4096) * 4096 }
+        if count >= 1024 { return (count / 2 / 512) * 512 }
+        return count / 2
+    }
+
+    /// The state with the pending changes `isKept` keeps, and the writes in `torn` torn (`true`: garbage after the
+    /// tear, `false`: the old bytes).
+    private func state(keeping isKept: (Int) -> Bool, torn: [Int: Bool], _ kind: CrashState.Kind,
+                       _ description: String) -> CrashState {
         var names = durableNames
         var folders = durableFolders
         for (index, change) in pendingNames where isKept(index) {
@@ -356,19 +396,23 @@ private struct StateBuilder {
         var files: [String: [UInt8]] = [:]
         for (name, file) in names where isReachable(name) {
             let changes = (pendingData[file] ?? []).filter { isKept($0.0) }.map { change -> (Int, CrashRecorder.Operation) in
-                guard torn.contains(change.0), case .write(let id, let offset, let bytes) = change.1 else { return change }
-                // > Torn at a page: the first pages of the write reached the disk, the rest did not.
-                let page = 4096
-                let kept = max(0, min(bytes.count, (bytes.count / 2 / page) * page))
-                return (change.0, .write(file: id, offset: offset, bytes: Array(bytes.prefix(kept))))
+                guard let garbage = torn[change.0], case .write(let id, let offset, let bytes) = change.1 else { return change }
+                // > Torn: the first part of the write reached the disk; the rest did not, or reached it as garbage.
+                let kept = Self.tear(bytes.count)
+                var written = Array(bytes.prefix(kept))
+                if garbage {
+                    var seed = UInt32(truncatingIfNeeded: change.0) &* 2_654_435_761 | 1
+                    for _ in kept..<bytes.count {
+                        seed ^= seed << 13; seed ^= seed >> 17; seed ^= seed << 5
+                        written.append(UInt8(truncatingIfNeeded: seed))
+                    }
+                }
+                return (change.0, .write(file: id, offset: offset, bytes: written))
             }
             files[name] = Self.content(durableContent[file] ?? [], changes)
         }
-        for (name, bytes) in outside {
-            let folder = name.split(separator: "/").dropLast().joined(separator: "/")
-            if let bytes, folder.isEmpty || folders.contains(folder) { files[name] = bytes } else { files[name] = nil }
-        }
-        return CrashState(folders: folders, files: files, marks: marks, description: description)
+        return CrashState(folders: folders, files: files, marks: marks, description: description, kind: kind,
+                          isAtMark: false)
     }
 
     private static func content(_ base: [UInt8], _ changes: [(Int, CrashRecorder.Operation)]) -> [UInt8] {

@@ -11,7 +11,8 @@ import SystemPackage
 /// `sqlite3_uri_int64`, as ``BundleVFS`` reads its `slot`.
 ///
 /// The URI's path is the overlay file itself, so SQLite's rollback journal (`overlay-journal`) and its temporary
-/// files are real files the default VFS serves. (The default VFS reads the main file's mode and owner to create the
+/// files are real files the default VFS serves, the journal through ``WorkingFilesVFS`` (its changes seen, its
+/// removal made durable before the commit is acknowledged). (The default VFS reads the main file's mode and owner to create the
 /// journal with the same: the main file's name must exist.) The store stays in a rollback journal mode: its methods
 /// are version 1 (no shared memory), `PRAGMA journal_mode = WAL` fails (even in exclusive locking mode, where SQLite
 /// would otherwise accept it without shared memory), and `xOpen` never opens a WAL file.
@@ -139,7 +140,8 @@ enum OverlayVFS {
             file.pointee.pMethods = nil
             // > The working copy's store never has a WAL (its methods are version 1, and the pragma is refused).
             guard number == 0 || flags & SQLITE_OPEN_WAL == 0 else { return SQLITE_CANTOPEN }
-            return DelegatingVFS.openInFallback(vfs, name, file, flags, outFlags)
+            // > Its journal through the working files' layer: every change seen, its removal durable.
+            return WorkingFilesVFS.open(vfs, name, file, flags, outFlags)
         }
         let raw = UnsafeMutableRawPointer(file).assumingMemoryBound(to: md_overlay_file.self)
         raw.pointee.base.pMethods = nil
@@ -158,8 +160,10 @@ enum OverlayVFS {
     /// Registers the VFS beside the default one (which serves everything but the store); whether SQLite accepted it.
     private static func register() -> Bool {
         // > Room for the default VFS's own files too: the journal and temporary files go to it.
-        guard let vfs = DelegatingVFS.make(named: name, fileSize: MemoryLayout<md_overlay_file>.size) else { return false }
+        let fileSize = max(MemoryLayout<md_overlay_file>.size, WorkingFilesVFS.fileSize)
+        guard let vfs = DelegatingVFS.make(named: name, fileSize: fileSize) else { return false }
         vfs.pointee.xOpen = { vfs, name, file, flags, outFlags in OverlayVFS.open(vfs, name, file, flags, outFlags) }
+        vfs.pointee.xDelete = { vfs, name, syncFolder in WorkingFilesVFS.delete(vfs, name, syncFolder) }
         return md_vfs_register(vfs, 0) == SQLITE_OK
     }
 }
@@ -198,29 +202,12 @@ extension OverlayStore {
         /// `DatabaseQueue(path:configuration:)`. Its path is the overlay file, in the working folder: SQLite's
         /// journal (`overlay-journal`) is made beside it.
         var uri: String {
-            "file:\(Self.escaped(store.overlayPath.string))?vfs=\(OverlayVFS.name)&overlay=\(number)"
+            "file:\(WorkingFilesVFS.uriPath(store.overlayPath.string))?vfs=\(OverlayVFS.name)&overlay=\(number)"
         }
 
         /// The store registered under `number`, while its registration lives.
         static func store(numbered number: Int64) -> OverlayStore? {
             table.withLock { $0.stores[number] }
-        }
-
-        /// A path as a URI's path: every byte but letters, digits and `/ - . _ ~` percent-encoded (SQLite decodes
-        /// `%HH` in a URI's path; `?` and `#` would end it).
-        private static func escaped(_ path: String) -> String {
-            var result = ""
-            for byte in path.utf8 {
-                switch byte {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                     UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "/"), UInt8(ascii: "-"), UInt8(ascii: "."),
-                     UInt8(ascii: "_"), UInt8(ascii: "~"):
-                    result.unicodeScalars.append(Unicode.Scalar(byte))
-                default:
-                    result += "%" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
-                }
-            }
-            return result
         }
     }
 }

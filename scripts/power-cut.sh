@@ -4,7 +4,8 @@
 # mount, freezes it (SIGSTOP) at a random moment, cuts the power (`lazyfs.sh cut`: every byte not yet flushed is
 # gone), kills it (SIGKILL), unmounts and mounts again (a reboot: the cache is LazyFS's memory), and checks:
 #
-#   app             notes-app DOC journal --rows 400 --save-every 9 --echo, working copies (TMPDIR) on the mount too:
+#   app             notes-app DOC journal --rows 400 --save-every 9 --echo, its working copies where the library puts
+#                   them by default ($XDG_STATE_HOME/ManagedDocument) on the mount too:
 #                   the bundle verifies; it holds every entry of the last "saved N" (read-only); an open with
 #                   .recover (notes-app DOC sql --recover) holds every entry of the last "committed N", whole
 #   convert-backup  docconvert convert STORE --legacy backup of minimalTime.sqlite with its -wal and -shm
@@ -151,7 +152,7 @@ verifies() { "$bin/docconvert" verify "$1" >/dev/null 2>&1; }
 
 # Runs a writer on the mount in the background: its output goes to $work/out; sets $writer.
 start_writer() {
-    ( cd "$mnt" && exec env TMPDIR="$mnt/t/tmp" "$@" ) >"$work/out" 2>&1 &
+    ( cd "$mnt" && exec env TMPDIR="$mnt/t/tmp" XDG_STATE_HOME="$mnt/t/state" "$@" ) >"$work/out" 2>&1 &
     writer=$!
 }
 
@@ -246,7 +247,7 @@ app_fixture() {
     if [ ! -f "$work/app-seed/Journal.mdz" ]; then
         mkdir -p "$work/app-seed/tmp"
         # > 1,500 entries: a store over 1 MiB, so saves are incremental (restart segments reused, FORMAT.md 16.2).
-        TMPDIR="$work/app-seed/tmp" "$bin/notes-app" "$work/app-seed/Journal.mdz" journal --rows "$app_seed_rows" \
+        TMPDIR="$work/app-seed/tmp" XDG_STATE_HOME="$work/app-seed/state" "$bin/notes-app" "$work/app-seed/Journal.mdz" journal --rows "$app_seed_rows" \
             >/dev/null
     fi
 }
@@ -272,8 +273,12 @@ app_check() {
         (( count == inBundle && named == inBundle )) || violation "the bundle's entries are not a whole prefix: $line"
         (( inBundle >= saved )) || violation "the bundle holds $inBundle entries, the last save acknowledged $saved"
     fi
-    # > With .recover, through the app, with the working copies where the writer had them.
-    line=$(cd "$mnt" && TMPDIR="$mnt/t/tmp" "$bin/notes-app" "$doc" sql --recover \
+    # > The writer left its working copy in the default folder, on the mount (a reboot does not empty it).
+    if (( committed > saved )) && ! compgen -G "$mnt/t/state/ManagedDocument/*/.lock" >/dev/null; then
+        violation "no working copy in the default folder ($mnt/t/state/ManagedDocument) after $((committed - saved)) unsaved commits"
+    fi
+    # > With .recover, through the app, with the working copies where the writer had them (the default folder).
+    line=$(cd "$mnt" && TMPDIR="$mnt/t/tmp" XDG_STATE_HOME="$mnt/t/state" "$bin/notes-app" "$doc" sql --recover \
         "?SELECT max(id) || ' ' || count(*) || ' ' || sum(text = 'entry ' || id) FROM entry" "?PRAGMA integrity_check" 2>&1 \
         || true)
     line=$(tr -d '"' <<<"$line")  # > notes-app prints a text value as Swift describes it, quoted
@@ -382,7 +387,7 @@ batch_check() {
         check_legacy "$mnt/t/tree/$item" "$mnt/t/tree/${item%.sqlite}.mdz" "$(expected_of "$(basename "$item")")"
     done
     # > The next run finishes, and then every store is a whole bundle.
-    if ! (cd "$mnt" && TMPDIR="$mnt/t/tmp" $(batch_command) >"$work/rerun" 2>&1); then
+    if ! (cd "$mnt" && TMPDIR="$mnt/t/tmp" XDG_STATE_HOME="$mnt/t/state" $(batch_command) >"$work/rerun" 2>&1); then
         violation "the next batch run fails: $(tail -n 2 "$work/rerun" | tr '\n' ' ')"
         return
     fi
@@ -450,7 +455,7 @@ migrate_bundles_check() {
 }
 migrate_check() {
     migrate_bundles_check 0
-    if ! (cd "$mnt" && TMPDIR="$mnt/t/tmp" $(migrate_command) >"$work/rerun" 2>&1); then
+    if ! (cd "$mnt" && TMPDIR="$mnt/t/tmp" XDG_STATE_HOME="$mnt/t/state" $(migrate_command) >"$work/rerun" 2>&1); then
         violation "the next migrate run fails: $(tail -n 2 "$work/rerun" | tr '\n' ' ')"
         return
     fi

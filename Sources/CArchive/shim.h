@@ -6,6 +6,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>  // statfs(2): whether working copies are on a file system held in memory
 #include <zlib.h>
 #include <isa-l/crc.h>
 #include <isa-l/igzip_lib.h>

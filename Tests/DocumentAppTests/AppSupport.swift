@@ -99,9 +99,9 @@ func journalIDs(_ db: Database) throws -> [Int]? {
 }
 
 /// The working copies' folder `notes-app` uses when run by `NotesApp` (TestSupport) in `directory` (its default,
-/// under TMPDIR).
+/// under XDG_STATE_HOME).
 func childWorkingDirectory(_ directory: FilePath) -> FilePath {
-    directory.appending("tmp").appending("ManagedDocument-\(geteuid())")
+    directory.appending("state").appending("ManagedDocument")
 }
 
 /// Text that deflates as an app's rows do (words), different for every row.

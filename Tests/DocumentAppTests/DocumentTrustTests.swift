@@ -130,11 +130,13 @@ struct DocumentTrustTests {
         try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Secret.mdz")
             var options = appOptions(folder)
-            options.workingDirectory = nil  // the default root, under TMPDIR
+            options.workingDirectory = nil  // the default root, under XDG_STATE_HOME (or ~/.local/state)
             let document = try await Document.open(at: bundle, options: options)
             try await document.writer.write { db in try db.execute(sql: "CREATE TABLE secret(x); INSERT INTO secret VALUES ('s3cr3t')") }
-            let temporary = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-            let perUser = FilePath(temporary).appending("ManagedDocument-\(geteuid())")
+            let environment = ProcessInfo.processInfo.environment
+            let perUser = environment["XDG_STATE_HOME"].flatMap { $0.hasPrefix("/") ? FilePath($0) : nil }
+                .map { $0.appending("ManagedDocument") }
+                ?? FilePath(environment["HOME"] ?? "/").appending(".local/state/ManagedDocument")
             #expect(try mode(of: perUser).permissions == 0o700)
             #expect(try mode(of: perUser).owner == geteuid())
             var stores: [FilePath] = []

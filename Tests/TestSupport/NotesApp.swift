@@ -2,7 +2,7 @@ import Foundation
 import SystemPackage
 
 /// The sample app `notes-app`, run as a child process whose output (stdout and stderr together) is read as it comes,
-/// with `TMPDIR` (so its working copies) in `<directory>/tmp`.
+/// with `TMPDIR` in `<directory>/tmp` and `XDG_STATE_HOME` (so its working copies, by default) in `<directory>/state`.
 public final class NotesApp {
     public let process = Process()
     private let pipe = Pipe()
@@ -21,8 +21,11 @@ public final class NotesApp {
         }
         var environment = ProcessInfo.processInfo.environment
         environment["TMPDIR"] = directory.appending("tmp").string
-        try FileManager.default.createDirectory(atPath: directory.appending("tmp").string, withIntermediateDirectories: true)
-        if unprivileged { chmod(directory.appending("tmp").string, 0o1777) }
+        environment["XDG_STATE_HOME"] = directory.appending("state").string
+        for folder in ["tmp", "state"] {
+            try FileManager.default.createDirectory(atPath: directory.appending(folder).string, withIntermediateDirectories: true)
+            if unprivileged { chmod(directory.appending(folder).string, 0o1777) }
+        }
         process.environment = environment
         process.standardOutput = pipe
         process.standardError = pipe

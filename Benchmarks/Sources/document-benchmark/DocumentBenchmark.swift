@@ -26,9 +26,10 @@
 //                                                          one-row INSERTs, each its own transaction, through a
 //                                                          document open for writing (default options); only the
 //                                                          commits are timed
-//   document-benchmark commits-file STORE COUNT            prints "commits-file MS_PER_COMMIT SECONDS ...": the same
+//   document-benchmark commits-file STORE COUNT [FULL|EXTRA]
+//                                                          prints "commits-file MS_PER_COMMIT SECONDS ...": the same
 //                                                          commits on a plain SQLite file through GRDB (rollback
-//                                                          journal, DELETE, synchronous = FULL)
+//                                                          journal, DELETE, synchronous = FULL, or EXTRA)
 //
 // Each timed subcommand prints exactly one line on stdout; its first two fields are the operation and its time.
 // `open` times Document.open only (lock, checks, extraction into WORKDIR, opening the store); closing without
@@ -62,7 +63,7 @@ struct DocumentBenchmark {
                document-benchmark scan-writable BUNDLE WORKDIR SQL [--drop-caches]
                document-benchmark scan-file STORE SQL [--drop-caches]
                document-benchmark commits BUNDLE WORKDIR COUNT
-               document-benchmark commits-file STORE COUNT
+               document-benchmark commits-file STORE COUNT [FULL|EXTRA]
         """
 
     static func main() async {
@@ -110,9 +111,11 @@ struct DocumentBenchmark {
             case ("commits", 4):
                 guard let count = Int(arguments[3]), count > 0 else { fail("COUNT must be a positive integer\n\(usage)", status: 64) }
                 try await commits(FilePath(arguments[1]), workingDirectory: FilePath(arguments[2]), count: count)
-            case ("commits-file", 3):
+            case ("commits-file", 3), ("commits-file", 4):
                 guard let count = Int(arguments[2]), count > 0 else { fail("COUNT must be a positive integer\n\(usage)", status: 64) }
-                try await commitsFile(FilePath(arguments[1]), count: count)
+                let synchronous = arguments.count == 4 ? arguments[3].uppercased() : "FULL"
+                guard ["FULL", "EXTRA"].contains(synchronous) else { fail("SYNCHRONOUS is FULL or EXTRA\n\(usage)", status: 64) }
+                try await commitsFile(FilePath(arguments[1]), count: count, synchronous: synchronous)
             default:
                 fail(usage, status: 64)
             }
@@ -245,11 +248,12 @@ struct DocumentBenchmark {
         print("commits \(format(elapsed * 1000 / Double(count))) \(format(elapsed)) count \(count) \(settings)")
     }
 
-    /// The same commits on a plain SQLite file: rollback journal (DELETE), synchronous = FULL.
-    static func commitsFile(_ store: FilePath, count: Int) async throws {
+    /// The same commits on a plain SQLite file: rollback journal (DELETE), synchronous = `synchronous` (FULL, or
+    /// EXTRA: the journal's unlink made durable too, the durability a writable document gives at FULL).
+    static func commitsFile(_ store: FilePath, count: Int, synchronous: String) async throws {
         var configuration = Configuration()
         configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA journal_mode = DELETE; PRAGMA synchronous = FULL")
+            try db.execute(sql: "PRAGMA journal_mode = DELETE; PRAGMA synchronous = \(synchronous)")
         }
         let queue = try DatabaseQueue(path: store.string, configuration: configuration)
         let settings = try await queue.writeWithoutTransaction { db in try settingsLine(db) }

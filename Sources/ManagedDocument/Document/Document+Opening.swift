@@ -36,6 +36,7 @@ extension Document {
         if options.isReadOnly {
             return try await openReadOnly(at: path, options: options, root: root)
         }
+        WorkingCopy.warnIfVolatile(root, logger: options.logger)
         let documentLock = try await DocumentLock(for: path, timeout: options.lockTimeout)
         do {
             return try await openForWriting(at: path, options: options, root: root, documentLock: documentLock)

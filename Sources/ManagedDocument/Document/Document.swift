@@ -84,7 +84,10 @@ public final class Document: Sendable {
         public var lockTimeout: Double = 0
         /// What to do with a crashed process's working copy.
         public var recovery = RecoveryPolicy.discard
-        /// Where working copies live; default `$TMPDIR/ManagedDocument-<uid>` (`/tmp/…` without `TMPDIR`), made 0700.
+        /// Where working copies live; default `$XDG_STATE_HOME/ManagedDocument`, or `~/.local/state/ManagedDocument`
+        /// (`$TMPDIR/ManagedDocument-<uid>` only without an absolute `XDG_STATE_HOME` or `HOME`), made 0700: a
+        /// folder that a reboot does not empty, so that ``RecoveryPolicy/recover`` finds the commits of a process
+        /// that died with the machine (see ``Document/workingCopyIsVolatile``).
         /// The folder must be a real folder (not a symbolic link) owned by the user, or opens fail with
         /// ``DocumentError/Code/cannotCreate``; each working copy inside it is a 0700 folder with 0600 files.
         public var workingDirectory: FilePath?
@@ -152,6 +155,12 @@ public final class Document: Sendable {
 
     /// The bundle's path, with symbolic links resolved: a save replaces the bundle a link points to, never the link.
     public let path: FilePath
+
+    /// Whether this document's working copy, where its commits live until a save, is on a file system held in
+    /// memory (tmpfs, ramfs): a crash of the process loses nothing then, but a reboot or a power cut loses every
+    /// commit not yet saved, whatever ``RecoveryPolicy`` says. The default ``OpenOptions/workingDirectory`` is on
+    /// disk unless `XDG_STATE_HOME` or `HOME` point into memory; a writable open says so once in the log.
+    public var workingCopyIsVolatile: Bool { WorkingCopy.isVolatile(workingCopy.directory) }
     /// Whether the document was opened read-only.
     public let isReadOnly: Bool
     /// The conversion that created the bundle during this open, when a legacy store was found.

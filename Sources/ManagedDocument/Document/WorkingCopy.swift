@@ -3,15 +3,17 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CArchive  // statfs(2)
 import Crypto
 import Foundation
+import Logging
 import SystemPackage
 
 /// Where an open document's store lives while it is edited: a private folder that is never the bundle.
 ///
-/// Working copies live under ``Document/OpenOptions/workingDirectory`` (default:
-/// `$TMPDIR/ManagedDocument-<uid>`, or `/tmp/ManagedDocument-<uid>`), a folder that must be a real folder (not a
-/// symbolic link) owned by the user; the default one is made, or made again, with mode 0700. Inside it, one folder
+/// Working copies live under ``Document/OpenOptions/workingDirectory`` (default: ``defaultRoot(_:)``, a per-user
+/// state folder that a reboot does not empty), a folder that must be a real folder (not a symbolic link) owned by
+/// the user; the default one is made, or made again, with mode 0700. Inside it, one folder
 /// per bundle path (`<first 16 hex digits of SHA-256 of the bundle's absolute path>`, mode 0700), holding:
 /// - `.lock`: held with `flock(2)` while a process uses the copy; its inode is the open's ownership token;
 /// - `base.json`: the bundle's store SHA-256 the copy was made from;
@@ -41,9 +43,40 @@ struct WorkingCopy {
 
     /// The root folder of working copies: the option, or the per-user default (not created).
     static func root(_ option: FilePath?) -> FilePath {
-        if let option { return option }
-        let temporary = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        option ?? defaultRoot(ProcessInfo.processInfo.environment)
+    }
+
+    /// The per-user default root, where a power cut or a reboot does not erase what is in it, as editors keep their
+    /// swap and recovery files (the XDG Base Directory Specification's state folder): `$XDG_STATE_HOME/ManagedDocument`,
+    /// or `$HOME/.local/state/ManagedDocument` when `XDG_STATE_HOME` is unset, empty or relative (the specification
+    /// ignores a relative one); `$TMPDIR/ManagedDocument-<uid>` (`/tmp/…`) only when neither names an absolute folder.
+    static func defaultRoot(_ environment: [String: String]) -> FilePath {
+        func absolute(_ name: String) -> FilePath? {
+            guard let value = environment[name], value.hasPrefix("/") else { return nil }
+            return FilePath(value)
+        }
+        if let state = absolute("XDG_STATE_HOME") { return state.appending("ManagedDocument") }
+        if let home = absolute("HOME"), home != "/" { return home.appending(".local/state/ManagedDocument") }
+        let temporary = environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
         return FilePath(temporary).appending("ManagedDocument-\(geteuid())")
+    }
+
+    /// Whether `folder` is on a file system held in memory (tmpfs, ramfs), which a reboot or a power cut empties
+    /// (`statfs(2)`); `false` when it cannot be told.
+    static func isVolatile(_ folder: FilePath) -> Bool {
+        var info = statfs()
+        guard folder.withPlatformString({ statfs($0, &info) }) == 0 else { return false }
+        let type = UInt(truncatingIfNeeded: info.f_type)
+        return type == 0x0102_1994 /* TMPFS_MAGIC */ || type == 0x8584_58F6 /* RAMFS_MAGIC */
+    }
+
+    /// The roots said to be volatile so far: each is said once a process.
+    private static let toldVolatile = Protected<Set<FilePath>>([])
+
+    /// Logs, once a process for each root, that working copies under `root` do not survive a reboot or a power cut.
+    static func warnIfVolatile(_ root: FilePath, logger: Logger) {
+        guard isVolatile(root), toldVolatile.withLock({ $0.insert(root).inserted }) else { return }
+        logger.warning("working copies are in \(root), on a file system held in memory (tmpfs): commits not yet saved are lost at a reboot or a power cut whatever the recovery policy; set OpenOptions.workingDirectory (or XDG_STATE_HOME) to a folder on disk to keep them")
     }
 
     /// Creates the root folder (mode 0700) or checks the one there: a real folder, not a symbolic link, owned by
@@ -53,7 +86,7 @@ struct WorkingCopy {
     /// - Throws: ``DocumentError/Code/cannotCreate`` naming what is wrong with the folder.
     static func prepareRoot(_ root: FilePath, isDefault: Bool) throws {
         let parent = root.removingLastComponent()
-        if !parent.isEmpty { try FileSystem.createDirectory(parent) }
+        if !parent.isEmpty { try createDurably(parent, mode: isDefault ? 0o700 : 0o755) }
         do {
             try FileIO.makeDirectory(root, mode: 0o700)
             // > Made now: its entry made durable, so that a power cut cannot take the working copies made in it.
@@ -85,6 +118,23 @@ struct WorkingCopy {
             throw DocumentError(.cannotCreate, path: root, reason: "cannot make the working copies' folder private",
                                 underlyingError: Errno(rawValue: errno))
         }
+    }
+
+    /// Makes `folder` and the folders above it that are missing (at `mode`, as the XDG specification asks of its
+    /// base folders), each one's entry flushed into its parent: a power cut must not take the folder that holds
+    /// the working copies.
+    private static func createDurably(_ folder: FilePath, mode: mode_t) throws {
+        guard !FileSystem.isDirectory(folder) else { return }
+        let parent = folder.removingLastComponent()
+        if !parent.isEmpty && parent != folder { try createDurably(parent, mode: mode) }
+        do { try FileIO.makeDirectory(folder, mode: mode) } catch {
+            let error = FileIO.errno(of: error)
+            guard error == .fileExists else {
+                throw DocumentError(.cannotCreate, path: folder, reason: "cannot create the folder", underlyingError: error)
+            }
+            return
+        }
+        try FileSystem.syncDirectory(parent.isEmpty ? "." : parent)
     }
 
     /// The working copy folder of a bundle (not created), keyed by the bundle's folder as the file system resolves

@@ -153,7 +153,7 @@ struct DocumentProcessTests {
     func defaultWorkingFolder() async throws {
         try await withTemporaryDirectory { directory in
             let bundle = directory.appending("Notes.mdz")
-            let root = directory.appending("tmp").appending("ManagedDocument-\(geteuid())")
+            let root = directory.appending("state").appending("ManagedDocument")
             #expect(try NotesApp.run([bundle.string, "add", "first"], in: directory).status == 0)
             var info = stat()
             #expect(lstat(root.string, &info) == 0 && info.st_mode & 0o7777 == 0o700 && info.st_uid == geteuid())
@@ -183,7 +183,7 @@ struct DocumentProcessTests {
             #expect(try NotesApp.run([bundle.string, "add", "saved"], in: directory).status == 0)
             let saved = try Fixtures.bytes(of: bundle)
             var options = Document.OpenOptions()
-            options.workingDirectory = directory.appending("tmp").appending("ManagedDocument-\(geteuid())")  // the app's default
+            options.workingDirectory = directory.appending("state").appending("ManagedDocument")  // the app's default
 
             for policy in [Document.RecoveryPolicy.recover, .discard] {
                 let app = try NotesApp([bundle.string, "add", "unsaved", "--hold", "60"], in: directory)

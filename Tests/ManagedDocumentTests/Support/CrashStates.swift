@@ -212,8 +212,8 @@ struct CrashState {
         case prefix = "a prefix persisted"
         case allButOne = "all but one"
         case allButTwo = "all but two"
-        case tornOld = "a write torn, old bytes"
-        case tornGarbage = "a write torn, garbage"
+        case tornOld = "a write torn (old bytes)"
+        case tornGarbage = "a write torn (garbage)"
     }
 
     /// A digest of the content, to count and check each distinct state once.

@@ -87,17 +87,24 @@ private func explore(_ path: String, root: FilePath, onlyAtMarks: Bool = false, 
     }
     // > Counted first, then built again and every `stride`th checked as it comes: a state holds every file's bytes,
     // > so they are never all held at once.
-    var total = 0
-    await recorder.forEachState(maximumDrops: drops) { state in if !onlyAtMarks || state.isAtMark { total += 1 } }
-    let stride = max(1, total / max(1, sample))
+    // > Every state taken at an acknowledgement is checked (there are few: what was acknowledged must be durable
+    // > there); of the others, taken at flushes, every `stride`th.
+    var total = 0, atMarks = 0
+    await recorder.forEachState(maximumDrops: drops) { state in
+        if state.isAtMark { atMarks += 1 } else if !onlyAtMarks { total += 1 }
+    }
+    let stride = max(1, total / max(1, sample - atMarks))
+    total += atMarks
     var violations: [String] = []
     var checked = 0
     var position = 0
     var kinds: [CrashState.Kind: Int] = [:]
     try await recorder.forEachState(maximumDrops: drops) { state in
         guard !onlyAtMarks || state.isAtMark else { return }
-        defer { position += 1 }
-        guard position % stride == 0 else { return }
+        if !state.isAtMark {
+            defer { position += 1 }
+            guard position % stride == 0 else { return }
+        }
         try state.materialize(at: root)
         checked += 1
         kinds[state.kind, default: 0] += 1

@@ -170,6 +170,15 @@ extension WorkingFilesVFS {
         let table = UnsafeMutablePointer<sqlite3_io_methods>.allocate(capacity: 1)  // lives as long as the process
         table.initialize(to: sqlite3_io_methods())
         table.pointee.iVersion = version
+        setChangingMethods(table)
+        setOtherMethods(table)
+        if version >= 2 { setSharedMemoryMethods(table) }
+        if version >= 3 { setMappingMethods(table) }
+        return table
+    }
+
+    /// The methods that change the file, each reported through ``FileIO``, and `xClose`.
+    private static func setChangingMethods(_ table: UnsafeMutablePointer<sqlite3_io_methods>) {
         table.pointee.xClose = { file in
             guard let raw = file.map(UnsafeMutableRawPointer.init)?.assumingMemoryBound(to: md_working_file.self),
                   let inner = raw.pointee.inner else { return SQLITE_OK }
@@ -177,10 +186,6 @@ extension WorkingFilesVFS {
             if let context = raw.pointee.context { Unmanaged<Context>.fromOpaque(context).release() }
             raw.pointee.context = nil
             return closed
-        }
-        table.pointee.xRead = { file, buffer, count, offset in
-            guard let (_, inner, methods) = WorkingFilesVFS.parts(file) else { return md_sqlite_ioerr_read }
-            return methods.xRead!(inner, buffer, count, offset)
         }
         table.pointee.xWrite = { file, buffer, count, offset in
             guard let (context, inner, methods) = WorkingFilesVFS.parts(file) else { return md_sqlite_ioerr_write }
@@ -216,6 +221,14 @@ extension WorkingFilesVFS {
             }
             return synced
         }
+    }
+
+    /// The methods handed to the default VFS's file as they are: reads, size, locks, controls, characteristics.
+    private static func setOtherMethods(_ table: UnsafeMutablePointer<sqlite3_io_methods>) {
+        table.pointee.xRead = { file, buffer, count, offset in
+            guard let (_, inner, methods) = WorkingFilesVFS.parts(file) else { return md_sqlite_ioerr_read }
+            return methods.xRead!(inner, buffer, count, offset)
+        }
         table.pointee.xFileSize = { file, size in
             guard let (_, inner, methods) = WorkingFilesVFS.parts(file) else { return md_sqlite_ioerr_fstat }
             return methods.xFileSize!(inner, size)
@@ -244,7 +257,10 @@ extension WorkingFilesVFS {
             guard let (_, inner, methods) = WorkingFilesVFS.parts(file) else { return 0 }
             return methods.xDeviceCharacteristics!(inner)
         }
-        guard version >= 2 else { return table }
+    }
+
+    /// Shared memory (version 2): the WAL index, handed to the default VFS's file.
+    private static func setSharedMemoryMethods(_ table: UnsafeMutablePointer<sqlite3_io_methods>) {
         table.pointee.xShmMap = { file, region, size, extend, pointer in
             guard let (_, inner, methods) = WorkingFilesVFS.parts(file), let call = methods.xShmMap else { return SQLITE_IOERR }
             return call(inner, region, size, extend, pointer)
@@ -261,7 +277,10 @@ extension WorkingFilesVFS {
             guard let (_, inner, methods) = WorkingFilesVFS.parts(file), let call = methods.xShmUnmap else { return SQLITE_OK }
             return call(inner, delete)
         }
-        guard version >= 3 else { return table }
+    }
+
+    /// Memory mapping (version 3), handed to the default VFS's file.
+    private static func setMappingMethods(_ table: UnsafeMutablePointer<sqlite3_io_methods>) {
         table.pointee.xFetch = { file, offset, count, pointer in
             guard let (_, inner, methods) = WorkingFilesVFS.parts(file), let call = methods.xFetch else {
                 pointer?.pointee = nil
@@ -273,6 +292,5 @@ extension WorkingFilesVFS {
             guard let (_, inner, methods) = WorkingFilesVFS.parts(file), let call = methods.xUnfetch else { return SQLITE_OK }
             return call(inner, offset, pointer)
         }
-        return table
     }
 }

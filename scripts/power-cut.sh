@@ -273,9 +273,13 @@ app_check() {
         (( count == inBundle && named == inBundle )) || violation "the bundle's entries are not a whole prefix: $line"
         (( inBundle >= saved )) || violation "the bundle holds $inBundle entries, the last save acknowledged $saved"
     fi
-    # > The writer left its working copy in the default folder, on the mount (a reboot does not empty it).
-    if (( committed > saved )) && ! compgen -G "$mnt/t/state/ManagedDocument/*/.lock" >/dev/null; then
-        violation "no working copy in the default folder ($mnt/t/state/ManagedDocument) after $((committed - saved)) unsaved commits"
+    # > The writer kept its working copies in the default folder, on the mount (made durably at its open, before
+    # > its first commit), never under TMPDIR.
+    if (( committed > app_seed_rows )) && [ ! -d "$mnt/t/state/ManagedDocument" ]; then
+        violation "no default working-copies folder ($mnt/t/state/ManagedDocument) after $committed acknowledged commits"
+    fi
+    if compgen -G "$mnt/t/tmp/ManagedDocument-*" >/dev/null; then
+        violation "working copies under TMPDIR ($mnt/t/tmp), not in the default folder"
     fi
     # > With .recover, through the app, with the working copies where the writer had them (the default folder).
     line=$(cd "$mnt" && TMPDIR="$mnt/t/tmp" XDG_STATE_HOME="$mnt/t/state" "$bin/notes-app" "$doc" sql --recover \

@@ -67,6 +67,23 @@ struct WorkingCopyPlaceTests {
                 #expect(mode(home.appending(".local/state/ManagedDocument")) == 0o700, "XDG_STATE_HOME=\(xdg ?? "unset")")
                 #expect(!FileManager.default.fileExists(atPath: folder.appending("relative").string))
             }
+
+            // > Another user that kept this one's HOME (setpriv, sudo without -H) and has no home of its own
+            // > (nobody's is /nonexistent): the per-uid folder under TMPDIR, nothing in the other's home.
+            guard getuid() == 0 else { return }
+            let temporary = folder.appending("tmp")
+            try FileManager.default.createDirectory(atPath: temporary.string, withIntermediateDirectories: true)
+            #expect(chmod(temporary.string, 0o1777) == 0 && chmod(folder.string, 0o777) == 0)
+            let other = folder.appending("Other.mdz")
+            var environment = ProcessInfo.processInfo.environment
+            environment["XDG_STATE_HOME"] = nil
+            environment["HOME"] = home.string
+            environment["TMPDIR"] = temporary.string
+            let run = try execute("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                                                       builtProduct("notes-app"), other.string, "add", "x"],
+                                  environment: environment)
+            #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+            #expect(mode(temporary.appending("ManagedDocument-65534")) == 0o700)
         }
     }
 

@@ -2,7 +2,8 @@ import Foundation
 import SystemPackage
 
 /// The sample app `notes-app`, run as a child process whose output (stdout and stderr together) is read as it comes,
-/// with `TMPDIR` in `<directory>/tmp` and `XDG_STATE_HOME` (so its working copies, by default) in `<directory>/state`.
+/// with `TMPDIR` in `<directory>/tmp` and `XDG_STATE_HOME` (so its working copies, by default) in `<directory>/state`
+/// (`state-unprivileged` for a run as another user).
 public final class NotesApp {
     public let process = Process()
     private let pipe = Pipe()
@@ -20,9 +21,11 @@ public final class NotesApp {
             process.arguments = arguments
         }
         var environment = ProcessInfo.processInfo.environment
+        // > Each user's state folder is its own (as under a home of its own): the unprivileged user's apart.
+        let state = unprivileged ? "state-unprivileged" : "state"
         environment["TMPDIR"] = directory.appending("tmp").string
-        environment["XDG_STATE_HOME"] = directory.appending("state").string
-        for folder in ["tmp", "state"] {
+        environment["XDG_STATE_HOME"] = directory.appending(state).string
+        for folder in ["tmp", state] {
             try FileManager.default.createDirectory(atPath: directory.appending(folder).string, withIntermediateDirectories: true)
             if unprivileged { chmod(directory.appending(folder).string, 0o1777) }
         }

@@ -85,7 +85,7 @@ public final class Document: Sendable {
         /// What to do with a crashed process's working copy.
         public var recovery = RecoveryPolicy.discard
         /// Where working copies live; default `$XDG_STATE_HOME/ManagedDocument`, or `~/.local/state/ManagedDocument`
-        /// (`$TMPDIR/ManagedDocument-<uid>` only without an absolute `XDG_STATE_HOME` or `HOME`), made 0700: a
+        /// (`$TMPDIR/ManagedDocument-<uid>` only for a user with no home of its own), made 0700: a
         /// folder that a reboot does not empty, so that ``RecoveryPolicy/recover`` finds the commits of a process
         /// that died with the machine (see ``Document/workingCopyIsVolatile``).
         /// The folder must be a real folder (not a symbolic link) owned by the user, or opens fail with

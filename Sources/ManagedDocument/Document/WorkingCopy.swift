@@ -48,15 +48,22 @@ struct WorkingCopy {
 
     /// The per-user default root, where a power cut or a reboot does not erase what is in it, as editors keep their
     /// swap and recovery files (the XDG Base Directory Specification's state folder): `$XDG_STATE_HOME/ManagedDocument`,
-    /// or `$HOME/.local/state/ManagedDocument` when `XDG_STATE_HOME` is unset, empty or relative (the specification
-    /// ignores a relative one); `$TMPDIR/ManagedDocument-<uid>` (`/tmp/…`) only when neither names an absolute folder.
+    /// or `<home>/.local/state/ManagedDocument` when `XDG_STATE_HOME` is unset, empty or relative (the specification
+    /// ignores a relative one), where the home is `$HOME` when this user owns it, else the user's home in the
+    /// password database when it exists and is the user's (a process that changed user but kept another's `HOME`);
+    /// `$TMPDIR/ManagedDocument-<uid>` (`/tmp/…`) only when there is no such folder (a user without a home).
     static func defaultRoot(_ environment: [String: String]) -> FilePath {
-        func absolute(_ name: String) -> FilePath? {
-            guard let value = environment[name], value.hasPrefix("/") else { return nil }
-            return FilePath(value)
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
+            return FilePath(state).appending("ManagedDocument")
         }
-        if let state = absolute("XDG_STATE_HOME") { return state.appending("ManagedDocument") }
-        if let home = absolute("HOME"), home != "/" { return home.appending(".local/state/ManagedDocument") }
+        func isOwnHome(_ path: String?) -> Bool {
+            var info = stat()
+            guard let path, path.hasPrefix("/"), path != "/", stat(path, &info) == 0 else { return false }
+            return info.st_mode & S_IFMT == S_IFDIR && info.st_uid == geteuid()
+        }
+        let home = [environment["HOME"], getpwuid(geteuid()).flatMap { $0.pointee.pw_dir.map { String(cString: $0) } }]
+            .first { isOwnHome($0) }
+        if let home = home.flatMap({ $0 }) { return FilePath(home).appending(".local/state/ManagedDocument") }
         let temporary = environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
         return FilePath(temporary).appending("ManagedDocument-\(geteuid())")
     }
@@ -104,7 +111,7 @@ struct WorkingCopy {
             throw DocumentError(.cannotCreate, path: root, reason: "cannot read the working copies' folder",
                                 underlyingError: error)
         }
-        let advice = "working copies go only into a private folder of your own; set OpenOptions.workingDirectory or TMPDIR to another one"
+        let advice = "working copies go only into a private folder of your own; set OpenOptions.workingDirectory (or XDG_STATE_HOME) to another one"
         switch info.kind {
         case .directory: break
         case .symlink: throw DocumentError(.cannotCreate, path: root, reason: "is a symbolic link; \(advice)")

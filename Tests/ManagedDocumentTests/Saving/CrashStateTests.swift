@@ -184,12 +184,19 @@ struct CrashStateTests {
 
     /// The journal modes an app may set on a writable document, by working store: the overlay stays in a rollback
     /// mode (WAL is refused); an extracted store takes every mode.
-    /// `CRASH_JOURNAL_MODES` (`overlay:DELETE,extracted:WAL`, as scripts/crash-mutants.sh sets it) keeps the ones named.
+    /// `CRASH_JOURNAL_MODES` (`overlay:DELETE,extracted:WAL`, as scripts/crash-mutants.sh sets it) keeps the ones
+    /// named; CI (no `CRASH_STATES`) checks each mode through one route at least and `DELETE` through both, and
+    /// scripts/crash-states.sh every mode through both.
     static let journalModes: [(extracting: Bool, mode: String)] = {
         let all = ["DELETE", "TRUNCATE", "PERSIST", "MEMORY", "OFF"].map { (false, $0) }
             + ["DELETE", "TRUNCATE", "PERSIST", "WAL", "MEMORY", "OFF"].map { (true, $0) }
-        guard let wanted = ProcessInfo.processInfo.environment["CRASH_JOURNAL_MODES"]?.split(separator: ",") else { return all }
-        return all.filter { wanted.contains(Substring(($0.0 ? "extracted:" : "overlay:") + $0.1)) }
+        let environment = ProcessInfo.processInfo.environment
+        let wanted = environment["CRASH_JOURNAL_MODES"]?.split(separator: ",").map(String.init)
+            ?? (environment["CRASH_STATES"] == nil
+                ? ["overlay:DELETE", "overlay:TRUNCATE", "overlay:MEMORY", "extracted:DELETE", "extracted:PERSIST",
+                   "extracted:WAL", "extracted:OFF"] : nil)
+        guard let wanted else { return all }
+        return all.filter { wanted.contains(($0.0 ? "extracted:" : "overlay:") + $0.1) }
     }()
 
     @Test("commits through the overlay and through an extracted store, in each journal mode: every state holds every acknowledged commit",

@@ -24,7 +24,8 @@ import SystemPackage
 /// such point: nothing unflushed persisted, everything persisted (what a killed process leaves), every prefix of
 /// the unflushed changes in the order they were made (ALICE's in-order persistence), everything but one change and
 /// everything but two (for a change to names, with the later changes in its folder), and everything with one write
-/// torn, its rest old bytes or garbage (each of up to `maximumDrops` of the prefixes, drops, pairs and tears).
+/// torn, its rest old bytes or garbage (each of up to `maximumDrops` of the prefixes, drops and tears, and at most
+/// 24 pairs).
 /// Each state says its ``CrashState/Kind``, so a run counts them by kind.
 final class CrashRecorder: FileIO.Observer, @unchecked Sendable {  // every field is guarded by `lock`
     let root: FilePath
@@ -323,9 +324,10 @@ private struct StateBuilder {
             let gone = withLaterNames(pending[dropped])
             states.append(state(keeping: { !gone.contains($0) }, torn: [:], .allButOne, "after \(index): all but \(pending[dropped])"))
         }
-        // > Pairs: up to `maximumDrops` of them, spread over the pending changes (deterministic).
+        // > Pairs: up to `maximumDrops` of them and never more than `maximumPairs` (there are n(n-1)/2: all of them
+        // > would grow as the square of the changes), spread over the pending changes (deterministic).
         if pending.count >= 2 {
-            let pairs = min(maximumDrops, pending.count * (pending.count - 1) / 2)
+            let pairs = min(maximumDrops, Self.maximumPairs, pending.count * (pending.count - 1) / 2)
             for pair in 0..<pairs {
                 let first = (pair * 7919) % pending.count
                 let second = (first + 1 + (pair * 104_729) % (pending.count - 1)) % pending.count
@@ -353,6 +355,9 @@ private struct StateBuilder {
         }
         return states
     }
+
+    /// The most pairs of changes left out at one point, whatever `maximumDrops` says.
+    static let maximumPairs = 24
 
     /// The change at `operation`, with, for a change to names, the later changes in its folders (which go with it).
     private func withLaterNames(_ operation: Int) -> Set<Int> {

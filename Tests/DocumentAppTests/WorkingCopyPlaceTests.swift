@@ -87,6 +87,31 @@ struct WorkingCopyPlaceTests {
         }
     }
 
+    @Test("a read-only open never touches the state folder; a writable one whose state folder is on a read-only file system works from TMPDIR",
+          .enabled(if: getuid() == 0, "mounting a read-only tmpfs needs root (permissions do not stop root)"))
+    func readOnlyHome() async throws {
+        try await withTemporaryDirectory { folder in
+            let bundle = folder.appending("Notes.mdz")
+            #expect(try notesApp([bundle.string, "add", "one"], environment: ["XDG_STATE_HOME": folder.appending("state").string]).status == 0)
+            let home = folder.appending("home")
+            try FileManager.default.createDirectory(atPath: home.string, withIntermediateDirectories: true)
+            let mounted = try execute("mount", ["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", home.string])
+            try #require(mounted.status == 0, "root, but cannot mount a tmpfs here: \(mounted.stderr)")
+            defer { _ = try? execute("umount", ["-l", home.string]) }
+            let temporary = folder.appending("tmp")
+            try FileManager.default.createDirectory(atPath: temporary.string, withIntermediateDirectories: true)
+            let environment = ["XDG_STATE_HOME": home.appending("state").string, "TMPDIR": temporary.string]
+
+            let listed = try notesApp([bundle.string, "list", "--read-only"], environment: environment)
+            #expect(listed.status == 0 && listed.stdout.contains("one"), "\(listed.stdout)\(listed.stderr)")
+            let added = try notesApp([bundle.string, "add", "two"], environment: environment)
+            #expect(added.status == 0, "\(added.stdout)\(added.stderr)")
+            #expect(mode(temporary.appending("ManagedDocument-\(geteuid())")) == 0o700)
+            let again = try notesApp([bundle.string, "list", "--read-only"], environment: environment)
+            #expect(again.stdout.contains("two"), "\(again.stdout)")
+        }
+    }
+
     @Test("a working copy held in memory (tmpfs): the document says so, the log says it once, and a reboot loses its unsaved commit where the default folder keeps it",
           .enabled(if: getuid() == 0, "mounting a tmpfs needs root"))
     func inMemory() async throws {

@@ -29,8 +29,8 @@ extension Document {
     ///   another bundle than the one there now (nothing is removed), and any reader code when the bundle is damaged.
     public static func open(at path: FilePath, options: OpenOptions = OpenOptions()) async throws -> Document {
         try options.validate(for: path)
-        let root = WorkingCopy.root(options.workingDirectory)
-        try WorkingCopy.prepareRoot(root, isDefault: options.workingDirectory == nil)
+        let root = try WorkingCopy.prepareRoot(options.workingDirectory, forWriting: !options.isReadOnly,
+                                               logger: options.logger)
         _ = try? removeStaleWorkingCopies(in: root, olderThan: 7 * 24 * 3600)  // housekeeping; never fails an open
         let path = try resolvingSymbolicLinks(path)
         if options.isReadOnly {

@@ -87,7 +87,9 @@ public final class Document: Sendable {
         /// Where working copies live; default `$XDG_STATE_HOME/ManagedDocument`, or `~/.local/state/ManagedDocument`
         /// (`$TMPDIR/ManagedDocument-<uid>` only for a user with no home of its own), made 0700: a
         /// folder that a reboot does not empty, so that ``RecoveryPolicy/recover`` finds the commits of a process
-        /// that died with the machine (see ``Document/workingCopyIsVolatile``).
+        /// that died with the machine (see ``Document/workingCopyIsVolatile``). A read-only open's snapshot, which
+        /// holds nothing to recover, goes to `$TMPDIR/ManagedDocument-<uid>`, and so does a writable open's working
+        /// copy when the default folder cannot be made (a read-only home), said in the log.
         /// The folder must be a real folder (not a symbolic link) owned by the user, or opens fail with
         /// ``DocumentError/Code/cannotCreate``; each working copy inside it is a 0700 folder with 0600 files.
         public var workingDirectory: FilePath?

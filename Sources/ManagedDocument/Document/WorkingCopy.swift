@@ -41,9 +41,41 @@ struct WorkingCopy {
         }
     }
 
-    /// The root folder of working copies: the option, or the per-user default (not created).
-    static func root(_ option: FilePath?) -> FilePath {
-        option ?? defaultRoot(ProcessInfo.processInfo.environment)
+    /// The root folder of working copies, made or checked (``prepareRoot(_:isDefault:)``): the option; for a
+    /// read-only open, whose snapshot holds nothing to recover, the per-user temporary folder (``temporaryRoot(_:)``);
+    /// for a writable one the per-user default (``defaultRoot(_:)``), or, when that folder cannot be made because its
+    /// file system is read-only or this user may not write there (a container's read-only home), the temporary
+    /// folder, said in the log: its unsaved commits may then not survive a reboot.
+    ///
+    /// - Throws: ``DocumentError/Code/cannotCreate`` naming what is wrong with the folder.
+    static func prepareRoot(_ option: FilePath?, forWriting: Bool, logger: Logger) throws -> FilePath {
+        let environment = ProcessInfo.processInfo.environment
+        if let option {
+            try prepareRoot(option, isDefault: false)
+            return option
+        }
+        guard forWriting else {
+            let root = temporaryRoot(environment)
+            try prepareRoot(root, isDefault: true)
+            return root
+        }
+        let state = defaultRoot(environment)
+        do {
+            try prepareRoot(state, isDefault: true)
+            return state
+        } catch let error as DocumentError where error.code == .cannotCreate
+                    && [Errno.readOnlyFileSystem, .permissionDenied, .notPermitted].contains(error.underlyingError as? Errno) {
+            let root = temporaryRoot(environment)
+            try prepareRoot(root, isDefault: true)
+            logger.warning("cannot make the working copies' folder \(state) (\(error.underlyingError.map { "\($0)" } ?? "")); using \(root) instead, where commits not yet saved may not survive a reboot; set OpenOptions.workingDirectory or XDG_STATE_HOME to a folder you may write")
+            return root
+        }
+    }
+
+    /// The per-user temporary root: `$TMPDIR/ManagedDocument-<uid>` (`/tmp/…` without `TMPDIR`).
+    static func temporaryRoot(_ environment: [String: String]) -> FilePath {
+        let temporary = environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        return FilePath(temporary).appending("ManagedDocument-\(geteuid())")
     }
 
     /// The per-user default root, where a power cut or a reboot does not erase what is in it, as editors keep their
@@ -64,8 +96,7 @@ struct WorkingCopy {
         let home = [environment["HOME"], getpwuid(geteuid()).flatMap { $0.pointee.pw_dir.map { String(cString: $0) } }]
             .first { isOwnHome($0) }
         if let home = home.flatMap({ $0 }) { return FilePath(home).appending(".local/state/ManagedDocument") }
-        let temporary = environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        return FilePath(temporary).appending("ManagedDocument-\(geteuid())")
+        return temporaryRoot(environment)
     }
 
     /// Whether `folder` is on a file system held in memory (tmpfs, ramfs), which a reboot or a power cut empties

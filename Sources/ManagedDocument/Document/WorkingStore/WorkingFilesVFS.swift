@@ -101,9 +101,9 @@ enum WorkingFilesVFS {
         let creates = flags & SQLITE_OPEN_CREATE != 0
         let opened: Int32
         do {
-            opened = try FileIO.observing(FileIO.Event(kind: .create, path: path)) {
-                fallback.pointee.xOpen(fallback, name, inner, flags, outFlags)
-            }
+            // > Only an open that may make the file is a change (`O_CREAT`); any other is handed on unreported.
+            let open = { fallback.pointee.xOpen(fallback, name, inner, flags, outFlags) }
+            opened = creates ? try FileIO.observing(FileIO.Event(kind: .create, path: path), open) : open()
         } catch {
             return result(of: error, failure: SQLITE_CANTOPEN)
         }

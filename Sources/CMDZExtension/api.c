@@ -20,3 +20,13 @@ sqlite3_int64 md_uri_int64(sqlite3_filename name, const char *parameter, sqlite3
 void md_log(int code, const char *message) { sqlite3_log(code, "%s", message); }
 char *md_sqlite_string(const char *text) { return sqlite3_mprintf("%s", text); }
 const char *md_sqlite_version(void) { return sqlite3_libversion(); }
+
+sqlite3_file *md_idle_main_file(sqlite3 *db, sqlite3_vfs **vfs) {
+    if (sqlite3_libversion_number() < 3034000) return 0;  // no sqlite3_txn_state: nothing proves the file unread
+    if (sqlite3_txn_state(db, "main") != SQLITE_TXN_NONE) return 0;
+    sqlite3_file *file = 0;
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_VFS_POINTER, vfs) != SQLITE_OK) return 0;
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) != SQLITE_OK) return 0;
+    return file != 0 && file->pMethods != 0 ? file : 0;
+}
+sqlite3_filename md_main_filename(sqlite3 *db) { return sqlite3_db_filename(db, "main"); }

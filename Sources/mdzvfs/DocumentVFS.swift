@@ -29,49 +29,106 @@ enum DocumentVFS {
         (1...65536).contains(mebibytes) ? Int(mebibytes) << 20 : defaultCacheSize
     }
 
-    /// Registers the VFS with the host's SQLite (once a process: a second load finds it); SQLite's result code.
+    /// Registers the VFS with the host's SQLite (once a process: a second load finds it); SQLite's result code. Its
+    /// calls other than opening a main database go to the default VFS of that moment (SQLite's `unix`).
     static func register() -> Int32 {
         if md_vfs_find(Self.name) != nil { return SQLITE_OK }
         guard let vfs = DelegatingVFS.make(named: Self.name, fileSize: MemoryLayout<md_bundle_file>.size) else {
             return SQLITE_ERROR
         }
         vfs.pointee.xOpen = { vfs, name, file, flags, outFlags in
-            guard let file else { return SQLITE_CANTOPEN }
-            guard flags & SQLITE_OPEN_MAIN_DB != 0 else {
-                // > Not a document: a temporary file (a sort, a temporary table), served by the default VFS.
-                return DelegatingVFS.openInFallback(vfs, name, file, flags, outFlags)
-            }
-            StoreFileMethods.clear(file)
-            guard let name else { return SQLITE_CANTOPEN }  // a temporary main database: nothing to serve
-            let path = String(cString: name)
-            if DocumentVFS.isPlainDatabase(path) {
-                // > A plain SQLite database, not a document (one attached beside a document inherits its VFS): the
-                // > default VFS opens it as it would without the extension, its journal and WAL with it (above).
-                return DelegatingVFS.openInFallback(vfs, name, file, flags, outFlags)
-            }
-            let cacheSize = DocumentVFS.cacheSize(md_uri_int64(name, "segment_cache", 0))
-            switch DocumentVFS.open(FilePath(path), cacheSize: cacheSize) {
-            case .success(let slot):
-                StoreFileMethods.attach(slot, to: file)
-                outFlags?.pointee = SQLITE_OPEN_READONLY
-                if flags & SQLITE_OPEN_READWRITE != 0 {
-                    ExtensionLog.write(SQLITE_READONLY, "\(path): served read-only by the mdz VFS: "
-                                       + ExtensionLog.howToEdit)
-                }
-                return SQLITE_OK
-            case .failure(let refusal):
-                ExtensionLog.write(refusal.code, refusal.message)
-                return refusal.code
+            let named = name.flatMap { md_uri_parameter($0, "vfs") }.map { String(cString: $0) == DocumentVFS.name }
+            return DocumentVFS.open(name, file, flags, outFlags, named: named ?? false) { name, file, flags, outFlags in
+                DefaultVFS.open(in: DelegatingVFS.fallback(vfs), name, file, flags, outFlags)
             }
         }
         return md_vfs_register(vfs, 0)
     }
 
-    /// Whether `path` is an existing plain SQLite database file (it starts with SQLite's 16-byte magic), which the
-    /// default VFS serves. A missing file is not one: nothing is created under a mistyped document's name; nor is a
-    /// FIFO, read without waiting for a writer.
-    static func isPlainDatabase(_ path: String) -> Bool {
-        FileSystem.prefix(of: FilePath(path), count: StoreHeader.magic.count).map(StoreHeader.hasMagic) ?? false
+    /// SQLite's `xOpen`, for the `mdz` VFS and the default VFS it is interposed on: a main database that is a bundle
+    /// is served (`named`: the path names the `mdz` VFS); anything else goes to `fallback`, the default VFS's own open.
+    static func open(_ name: sqlite3_filename?, _ file: UnsafeMutablePointer<sqlite3_file>?, _ flags: Int32,
+                     _ outFlags: UnsafeMutablePointer<Int32>?, named: Bool, fallback: DefaultVFS.Open) -> Int32 {
+        guard let file else { return SQLITE_CANTOPEN }
+        StoreFileMethods.clear(file)
+        guard flags & SQLITE_OPEN_MAIN_DB != 0, let name else {
+            // > Not a document: a temporary file (a sort, a temporary table, a temporary database), a journal or a
+            // > WAL, served by the default VFS.
+            return fallback(name, file, flags, outFlags)
+        }
+        let path = String(cString: name)
+        guard serves(Kind(of: path), named: named) else {
+            // > Not a document: a plain database, or one to create (`ATTACH 'new.db'`, `VACUUM INTO`, a new file while
+            // > documents are served by the default VFS), opened by the default VFS as without the extension.
+            return fallback(name, file, flags, outFlags)
+        }
+        let cacheSize = cacheSize(md_uri_int64(name, "segment_cache", 0))
+        let writable = flags & SQLITE_OPEN_READWRITE != 0
+        switch open(FilePath(path), cacheSize: cacheSize, writable: writable) {
+        case .success(let slot):
+            StoreFileMethods.attach(slot, to: file)
+            // > Opened for writing, it says so to SQLite: a write then reaches the file's lock, which refuses it and
+            // > logs how to edit a document (a read-only open makes SQLite refuse writes itself).
+            outFlags?.pointee = writable ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY
+            return SQLITE_OK
+        case .failure(let refusal):
+            ExtensionLog.write(refusal.code, refusal.message)
+            return refusal.code
+        }
+    }
+
+    /// What a path names, by its first bytes (following symbolic links, as SQLite does).
+    enum Kind: Equatable {
+        /// A regular file that starts as a zip (a local file header): a document, or a damaged or hostile one.
+        case bundle
+        /// A regular file with SQLite's 16-byte magic.
+        case plainDatabase
+        /// Nothing.
+        case missing
+        /// Anything else: an empty file, another format, a folder, a FIFO (never read: nothing waits on a writer).
+        case other
+
+        static let zipMagic: [UInt8] = [0x50, 0x4B, 0x03, 0x04]
+
+        init(of path: String) {
+            let status: Stat
+            do {
+                status = try Stat(FilePath(path))
+            } catch {
+                self = error == .noSuchFileOrDirectory || error == .notDirectory ? .missing : .other
+                return
+            }
+            guard status.kind == .regular,
+                  let descriptor = try? FileDescriptor.open(FilePath(path), .readOnly, options: [.closeOnExec, .nonBlocking])
+            else {
+                self = .other
+                return
+            }
+            defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+            let head = (try? FileSystem.read(descriptor, at: 0, count: StoreHeader.magic.count, path: FilePath(path))) ?? []
+            if StoreHeader.hasMagic(head) {
+                self = .plainDatabase
+            } else if head.starts(with: Self.zipMagic) {
+                self = .bundle
+            } else {
+                self = .other
+            }
+        }
+    }
+
+    /// Whether the VFS serves a main database of `kind` itself, rather than the default VFS.
+    ///
+    /// A bundle is served, however it was reached; a plain database never is. A path that names the VFS (`vfs=mdz` in
+    /// its URI) must be a document: a missing one is refused (a mistyped document's name creates nothing) and any other
+    /// file gets the reader's reason. A path that reaches the VFS without naming it (the VFS is the default, or an
+    /// `ATTACH` or `VACUUM INTO` on a document's connection inherits it) and is not a bundle goes to the default VFS,
+    /// which opens, or creates, it as SQLite does without the extension.
+    static func serves(_ kind: Kind, named: Bool) -> Bool {
+        switch kind {
+        case .bundle: return true
+        case .plainDatabase: return false
+        case .missing, .other: return named
+        }
     }
 
     /// Why a document was not opened: SQLite's result code, and the line the log gets.
@@ -86,11 +143,11 @@ enum DocumentVFS {
     /// the nanosecond: ``FileIdentity``) is not parsed again: the connection shares that one's checked plan, or its
     /// extracted file, and has a segment cache of its own. So a connection's memory beyond its cache is small
     /// whatever the metadata lists, and its open costs a `stat`.
-    static func open(_ path: FilePath, cacheSize: Int) -> Result<StoreSlot, Refusal> {
+    static func open(_ path: FilePath, cacheSize: Int, writable: Bool) -> Result<StoreSlot, Refusal> {
         // > stat(2), not open(2): a FIFO named like a document is never waited on here.
         if let status = try? Stat(path), status.kind == .regular, case let identity = FileIdentity(status),
            identity.hasFineTimes, let served = ServedStores.find(identity) {
-            return .success(StoreSlot(served.source(cacheSize: cacheSize), isImmutable: true))
+            return .success(slot(served.source(cacheSize: cacheSize), path: path, writable: writable))
         }
         let reader: BundleReader
         do {
@@ -124,7 +181,17 @@ enum DocumentVFS {
             return .failure(Refusal(code: SQLITE_IOERR, message: "mdz: \(error)"))
         }
         ServedStores.record(served, as: reader.openedIdentity)
-        return .success(StoreSlot(source, isImmutable: true))
+        return .success(slot(source, path: path, writable: writable))
+    }
+
+    /// The slot of a connection. Opened read-only, it is immutable (SQLite takes no locks, looks for no journal, and
+    /// refuses writes itself); opened for writing, it is not, so that a write reaches its lock, which refuses it and
+    /// logs how to edit a document: the notice comes only when something writes. Its bytes never change either way.
+    private static func slot(_ source: any StoreSource, path: FilePath, writable: Bool) -> StoreSlot {
+        guard writable else { return StoreSlot(source, isImmutable: true) }
+        return StoreSlot(source, isImmutable: false, refusingWrites: {
+            ExtensionLog.write(SQLITE_READONLY, "\(path): served read-only by the mdz VFS: " + ExtensionLog.howToEdit)
+        })
     }
 
     /// The store of `reader`'s bundle, extracted and checked as the library extracts it (sizes, CRC-32s, SHA-256s,

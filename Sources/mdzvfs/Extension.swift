@@ -10,12 +10,32 @@ import SystemPackage
 @_cdecl("sqlite3_mdzvfs_init")
 public func sqlite3_mdzvfs_init(_ db: OpaquePointer?, _ errorMessage: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
                                 _ api: OpaquePointer?) -> Int32 {
+    load(db, errorMessage, api, asDefault: false)
+}
+
+/// The second entry point, for hosts that open a path and cannot name a VFS (Datasette, sqlite-utils, a program that
+/// calls `sqlite3_open`): registers `mdz` and makes it the process's default VFS, so every database opened after it
+/// passes through it. It serves a bundle (read-only) and hands everything else (a plain database, a new file, an
+/// attached one, a `VACUUM INTO` target, journals, WALs and temporary files) to the previous default VFS, unchanged,
+/// creation included. Loaded as `.load libmdzvfs sqlite3_mdzvfs_default_init`, `load_extension(path, entrypoint)`,
+/// or Datasette's `--load-extension PATH:sqlite3_mdzvfs_default_init`.
+@_cdecl("sqlite3_mdzvfs_default_init")
+public func sqlite3_mdzvfs_default_init(_ db: OpaquePointer?,
+                                        _ errorMessage: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
+                                        _ api: OpaquePointer?) -> Int32 {
+    load(db, errorMessage, api, asDefault: true)
+}
+
+private func load(_ db: OpaquePointer?, _ errorMessage: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?, _ api: OpaquePointer?,
+                  asDefault: Bool) -> Int32 {
     guard let api else { return SQLITE_ERROR }
     guard md_use_host_api(api) != 0 else {
         errorMessage?.pointee = md_sqlite_string("mdz: another SQLite library of this process loaded the extension first; its connections read documents")
         return SQLITE_ERROR
     }
-    let code = DocumentVFS.register()
+    var code = DocumentVFS.register()
+    if code == SQLITE_OK && asDefault { code = DefaultVFS.interpose() }
+    if code == SQLITE_OK && asDefault { DefaultVFS.adoptMainDatabase(of: db) }
     guard code == SQLITE_OK else {
         errorMessage?.pointee = md_sqlite_string("mdz: SQLite \(String(cString: md_sqlite_version())) refused the mdz VFS (error \(code))")
         return code

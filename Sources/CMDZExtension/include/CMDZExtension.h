@@ -25,6 +25,11 @@ MD_HIDDEN void md_log(int code, const char *message);
 /// `sqlite3_mprintf("%s", text)`: a string SQLite frees (an entry point's error message).
 MD_HIDDEN char *md_sqlite_string(const char *text);
 MD_HIDDEN const char *md_sqlite_version(void);
+/// The connection's main database file, with its VFS in `vfs`, when it is open and no transaction holds it
+/// (`sqlite3_txn_state`, SQLite 3.34 or later); 0 otherwise.
+MD_HIDDEN sqlite3_file *md_idle_main_file(sqlite3 *db, sqlite3_vfs **vfs);
+/// `sqlite3_db_filename(db, "main")`: its full path, which the URI parameter calls take; 0 or "" for none.
+MD_HIDDEN sqlite3_filename md_main_filename(sqlite3 *db);
 
 // A document opened by the `mdz` VFS: SQLite's base structure, then the Swift object that serves its bytes (retained
 // from xOpen to xClose).

@@ -48,7 +48,14 @@ enum StoreFileMethods {
     private static let methodsTable: MethodsTable = {
         let methods = UnsafeMutablePointer<sqlite3_io_methods>.allocate(capacity: 1)
         methods.initialize(to: sqlite3_io_methods())
-        methods.pointee.iVersion = 1
+        // > Version 3 for xFetch, which maps nothing: SQLite reads instead (a pager made for another VFS's file that
+        // > maps pages keeps asking). No shared memory (xShmMap nil): SQLite never opens a WAL for it.
+        methods.pointee.iVersion = 3
+        methods.pointee.xFetch = { _, _, _, pointer in
+            pointer?.pointee = nil
+            return SQLITE_OK
+        }
+        methods.pointee.xUnfetch = { _, _, _ in SQLITE_OK }
         methods.pointee.xClose = { file in
             if let raw = file.map(UnsafeMutableRawPointer.init)?.assumingMemoryBound(to: md_bundle_file.self),
                let store = raw.pointee.store {
@@ -69,7 +76,12 @@ enum StoreFileMethods {
             size?.pointee = store.size
             return SQLITE_OK
         }
-        methods.pointee.xLock = { _, _ in SQLITE_OK }
+        methods.pointee.xLock = { file, level in
+            // > A lock above SHARED is asked for only to write (or to roll a hot journal back into the file).
+            guard level > SQLITE_LOCK_SHARED else { return SQLITE_OK }
+            StoreFileMethods.slot(file)?.refusingWrites?()
+            return SQLITE_READONLY
+        }
         methods.pointee.xUnlock = { _, _ in SQLITE_OK }
         methods.pointee.xCheckReservedLock = { _, result in
             result?.pointee = 0

@@ -6,12 +6,18 @@
 /// locks and never looks at the file again. A replaceable one is opened read-only without it: at the start of every
 /// read transaction SQLite reads the header's change counter and drops its page cache when it differs, as it does
 /// for a file another process changed.
+///
+/// A write is refused at the file's lock: SQLite asks for a lock above `SHARED` only to write, and then gets
+/// `SQLITE_READONLY` ("attempt to write a readonly database"); `refusingWrites` is told first (the extension logs how
+/// to edit a document there, so the notice comes only when something writes).
 final class StoreSlot: Sendable {
     let isImmutable: Bool
+    let refusingWrites: (@Sendable () -> Void)?
     private let current: Protected<any StoreSource>
 
-    init(_ source: any StoreSource, isImmutable: Bool) {
+    init(_ source: any StoreSource, isImmutable: Bool, refusingWrites: (@Sendable () -> Void)? = nil) {
         self.isImmutable = isImmutable
+        self.refusingWrites = refusingWrites
         current = Protected(source)
     }
 

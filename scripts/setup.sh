@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian machine with the Swift toolchain lacks to build and test this package:
 # libarchive (headers and library), zlib and ISA-L headers, the zip tools the interoperability tests run, and
-# busybox-static, the shell of the fleet's container image (scripts/image.sh).
+# busybox-static, the shell of the fleet's container image (scripts/image.sh); python3-venv for the SQLite tools' venv.
 set -euo pipefail
 
-packages=(libarchive-dev zlib1g-dev libisal-dev libsqlite3-dev libarchive-tools p7zip-full unzip zip sqlite3 file python3 strace time busybox-static)
+packages=(libarchive-dev zlib1g-dev libisal-dev libsqlite3-dev libarchive-tools p7zip-full unzip zip sqlite3 file python3 python3-venv strace time busybox-static)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -31,4 +31,7 @@ if [ "$(id -u)" -eq 0 ] && [ -c /dev/fuse ] && [ -x "$lazyfs_tools/lazyfs.sh" ] 
         echo "setup: LazyFS did not build or mount (see .build-lazyfs.log); the power-cut tests will skip" >&2
     fi
 fi
+# Datasette, sqlite-utils and pandas, pinned, in a venv of Debian's python (scripts/sqlite-tools.sh, about 20 s once):
+# the tests that open documents by path with them skip, and say why, when PyPI cannot be reached.
+"$package/scripts/sqlite-tools.sh" || echo "setup: the SQLite tools were not installed; their tests will skip" >&2
 echo "setup: ready (libarchive $(pkg-config --modversion libarchive), $(swift --version 2>&1 | head -1))"

@@ -18,6 +18,20 @@ public enum SQLiteHosts {
         return nil
     }
 
+    /// The python of the SQLite tools' venv (`scripts/sqlite-tools.sh`: Datasette, sqlite-utils and pandas, pinned, over
+    /// Debian's python), or `nil` when it is not installed.
+    public static var toolsPython: String? {
+        let venv = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent(".build-tools/venv")
+        let python = venv.appendingPathComponent("bin/python").path
+        let installed = FileManager.default.fileExists(atPath: venv.appendingPathComponent(".installed").path)
+        return installed && FileManager.default.isExecutableFile(atPath: python) ? python : nil
+    }
+
+    /// Why the SQLite tools' tests cannot run here (printed by the test framework as the reason they skip).
+    public static let toolsAbsent = "Datasette, sqlite-utils and pandas are not installed in .build-tools/venv "
+        + "(scripts/setup.sh runs scripts/sqlite-tools.sh, which needs PyPI)"
+
     /// The `file:` URI of `path` through the extension's VFS (`?`, `#` and `%` escaped, as SQLite's URIs want).
     public static func uri(_ path: String, readOnly: Bool = false) -> String {
         var escaped = ""

@@ -151,8 +151,10 @@ struct Batch: AsyncParsableCommand {
         let stream = json ? BatchReportStream { FileHandle.standardOutput.write($0) } : nil
         stream?.begin(run)
 
+        // > A dry run lists what it would skip, and why, with what it would convert.
         let console = BatchConsole(batch: batch, quiet: quiet, interval: progressInterval,
-                                   printsItems: !json, verbose: verbose)
+                                   printsItems: !json, verbose: verbose || dryRun)
+        let links = DanglingLinks()
         let signals = SignalTrap { signal, isSecond in
             if isSecond {
                 console.message("abandoning the items in progress; run the same command again to clean up and finish")
@@ -170,6 +172,7 @@ struct Batch: AsyncParsableCommand {
                 stream?.item(item)
                 reportFile?.add(item)
                 console.item(item)
+                links.add(item)
             }
         } catch let error as DocumentError {
             console.stop()
@@ -183,7 +186,8 @@ struct Batch: AsyncParsableCommand {
             do { _ = try reportFile.commit(summary: summary) } catch let error as DocumentError { reportError = error }
         }
         stream?.end(summary, error: reportError.map { .init(code: $0.code, message: DocConvert.message(for: $0)) })
-        if !json { console.printSummary(summary, dryRun: dryRun) }
+        for line in links.dangling(under: batch.root) { console.message(line) }
+        if !json { console.printSummary(summary, dryRun: dryRun, listsNotStores: verbose || dryRun) }
         if let reportError { throw failure(ErrorJSON(reportError), status: 73, json: false) }
         if summary.interrupted { throw ExitCode(128 + (signals.received ?? SIGINT)) }
         if summary.count(.failed) > 0 { throw ExitCode(65) }
@@ -218,7 +222,7 @@ struct Batch: AsyncParsableCommand {
     private func tellAboutShard(_ options: BatchOptions, root: FilePath, console: BatchConsole) {
         if options.shard.count > 1 { console.message("shard \(options.shard) (from \(options.shard.origin))") }
         if let plan = options.plan {
-            console.message("taking the items from the plan \(plan.path): \(plan.shareItems) of its \(plan.header.items) items (of \(plan.header.root), made \(plan.header.createdAt.formatted(.iso8601)))")
+            console.message("taking the items from the plan \(plan.path): \(plan.shareItems) of its \(counted(plan.header.items, "item")) (of \(plan.header.root), made \(plan.header.createdAt.formatted(.iso8601)))")
             if plan.header.root != root.string {
                 console.message("the plan was made from \(plan.header.root) and this run's root is \(root): its paths are taken relative to \(root)")
             }
@@ -259,7 +263,7 @@ struct Batch: AsyncParsableCommand {
             try JSONOutput.print(Written(plan: path.string, header: header))
             return
         }
-        print("plan: \(path): \(header.items) items, \(header.stores) stores to convert (\(formatBytes(UInt64(header.bytes)))) under \(header.root)")
+        print("plan: \(path): \(counted(header.items, "item")), \(counted(header.stores, "store")) to convert (\(formatBytes(UInt64(header.bytes)))) under \(header.root)")
         print("convert it with: docconvert batch \(root) --plan \(path) --shard K/N (or under a scheduler's array, as with a walk)")
     }
 
@@ -277,6 +281,43 @@ struct Batch: AsyncParsableCommand {
             return try body()
         } catch let error as DocumentError {
             throw failure(ErrorJSON(error), status: 73, json: json)
+        }
+    }
+}
+
+/// The symbolic links a run passed (never followed) and the stores whose legacy files it moved or deleted: a link to
+/// one of them dangles once the run is over, and the run says so, naming the bundle to point it at.
+final class DanglingLinks: Sendable {
+    private struct Seen {
+        var links: [String] = []
+        var moved: [String: BatchItem] = [:]
+    }
+
+    private let seen = Protected(Seen())
+
+    func add(_ item: BatchItem) {
+        seen.withLock { seen in
+            if item.outcome == .notAStore, item.kind == .symlink {
+                seen.links.append(item.source)
+            } else if item.outcome == .converted, let legacy = item.legacyFiles, legacy != "kept" {
+                seen.moved[item.source] = item
+            }
+        }
+    }
+
+    /// One line per link under `root` whose target was a store this run converted and whose file is gone.
+    func dangling(under root: FilePath) -> [String] {
+        let seen = seen.withLock { $0 }
+        guard !seen.moved.isEmpty else { return [] }
+        return seen.links.sorted().compactMap { link in
+            let path = root.pushing(FilePath(link))
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: path.string) else { return nil }
+            let resolved = path.removingLastComponent().pushing(FilePath(target)).lexicallyNormalized()
+            guard !FileManager.default.fileExists(atPath: resolved.string),
+                  case let relative = String(resolved.string.dropFirst(root.lexicallyNormalized().string.count + 1)),
+                  resolved.starts(with: root.lexicallyNormalized()), let item = seen.moved[relative] else { return nil }
+            let place = item.legacyFiles == "deleted" ? "was deleted" : "was moved into \(item.legacyFiles ?? "the backup folder")"
+            return "link \(link) -> \(target) now dangles: its target \(place) once it was converted into \(item.bundle ?? "a bundle"); point the link at the bundle, or remove it"
         }
     }
 }

@@ -70,7 +70,7 @@ final class BatchConsole: Sendable {
         switch item.outcome {
         case .converted:
             var facts = [item.kind.description, "\(formatBytes(UInt64(item.bytesIn))) -> \(formatBytes(UInt64(item.bytesOut)))"]
-            if let rows = item.rows { facts.append("\(rows) rows") }
+            if let rows = item.rows { facts.append(counted(rows, "row")) }
             if let legacy = item.legacyFiles { facts.append(legacy == "kept" || legacy == "deleted" ? "legacy \(legacy)" : "legacy in \(legacy)") }
             if let applied = item.migrationsApplied, !applied.isEmpty { facts.append("migrated \(applied.joined(separator: ", "))") }
             return "\(label) \(item.source) -> \(item.bundle ?? "?") (\(facts.joined(separator: ", ")))"
@@ -138,11 +138,16 @@ final class BatchConsole: Sendable {
             : String(format: "%d:%02d", total / 60, total % 60)
     }
 
-    func printSummary(_ summary: BatchSummary, dryRun: Bool) {
+    /// The summary table; `listsNotStores`: the items that are not stores were printed (else the line says how).
+    func printSummary(_ summary: BatchSummary, dryRun: Bool, listsNotStores: Bool) {
         var rows: [(String, String)] = []
         let outcomes: [BatchItem.Outcome] = dryRun ? [.wouldConvert, .alreadyDone, .notAStore, .failed]
             : [.converted, .alreadyDone, .notAStore, .busy, .failed]
-        for outcome in outcomes { rows.append((outcome.rawValue, "\(summary.count(outcome))")) }
+        for outcome in outcomes {
+            let count = summary.count(outcome)
+            let hint = outcome == .notAStore && count > 0 && !listsNotStores ? " (--verbose lists them and why)" : ""
+            rows.append((outcome.rawValue, "\(count)\(hint)"))
+        }
         rows.append(("items", "\(summary.items)"))
         rows.append(("bytes in", formatBytes(UInt64(summary.bytesIn))))
         if !dryRun { rows.append(("bytes out", formatBytes(UInt64(summary.bytesOut)))) }

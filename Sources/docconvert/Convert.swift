@@ -72,7 +72,7 @@ struct Convert: ParsableCommand {
         switch report.outcome {
         case .converted:
             let rows = report.rowCounts.values.reduce(0, +)
-            print("converted \(report.source) (\(report.kind.rawValue), \(formatBytes(UInt64(report.sourceBytes))), \(report.rowCounts.count) tables, \(rows) rows)")
+            print("converted \(report.source) (\(report.kind.rawValue), \(formatBytes(UInt64(report.sourceBytes))), \(counted(report.rowCounts.count, "table")), \(counted(rows, "row")))")
             print("  wrote \(report.bundle) (\(formatBytes(UInt64(report.bundleBytes))), verified)")
         case .alreadyConverted:
             print("already converted: \(report.source) -> \(report.bundle)")

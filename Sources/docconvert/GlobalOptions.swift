@@ -71,6 +71,11 @@ struct ErrorJSON: Encodable {
     }
 }
 
+/// `count` and `noun`, the plural when the count is not one: "1 table", "5 tables", "2 entries".
+func counted(_ count: Int, _ noun: String, plural: String? = nil) -> String {
+    "\(count) \(count == 1 ? noun : plural ?? noun + "s")"
+}
+
 func formatBytes(_ bytes: UInt64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"]
     var value = Double(bytes)

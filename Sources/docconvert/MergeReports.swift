@@ -87,7 +87,7 @@ struct MergeReports: ParsableCommand {
     static func summary(_ result: BatchReportMerger.Result) -> String {
         let summary = result.summary
         let outcomes = BatchItem.Outcome.allCases.map { "\($0.rawValue) \(summary.count($0))" }.joined(separator: ", ")
-        var lines = ["merged \(result.reports.count) report(s) of \(result.shardCount ?? 0) shard(s): \(summary.items) items (\(outcomes))"]
+        var lines = ["merged \(counted(result.reports.count, "report")) of \(counted(result.shardCount ?? 0, "shard")): \(counted(summary.items, "item")) (\(outcomes))"]
         lines.append("source bytes \(summary.bytesIn), bundle bytes \(summary.bytesOut); duplicates \(result.duplicates); killed runs salvaged \(result.reports.map(\.killedAttempts).reduce(0, +))")
         lines.append(result.status == .finished ? "the tree is finished" : "the tree is not finished: see above")
         return lines.joined(separator: "\n")

@@ -18,8 +18,12 @@ struct Query: ParsableCommand {
             there; a notice on standard error says so. The bundle is never changed, and writes are refused (the connection is read-only).
 
             Rows go to standard output, one per line, values separated by tabs, after a line of column names \
-            (NULL for null, <blob N bytes> for blobs); --json prints one object with `access`, `columns` and \
-            `rows` (arrays of values; blobs as {"base64": …}), streamed as the rows come.
+            (NULL for null, <blob N bytes> for blobs). A value never breaks its line: tabs, newlines, carriage \
+            returns and backslashes in text print as \\t, \\n, \\r and \\\\, other control characters as \\xHH, \
+            and text that would read as a null or a blob (NULL, or starting with <blob) gets a backslash first \
+            (\\NULL), so the string 'NULL' and a null differ. --json prints one object with `access`, `columns` \
+            and `rows` (arrays of values; blobs as {"base64": …}), streamed as the rows come: read that from a \
+            program.
 
             Exit status: 0; 64 for a bad option, SQL that SQLite refuses, several statements or one that writes; 66 \
             when the bundle does not exist; 65 when it is refused or a segment of its store is damaged; 74 on an \
@@ -68,7 +72,7 @@ struct Query: ParsableCommand {
                 }
                 // > The text header is written once the statement has run (before its first row, or after it
                 // > finished without rows): one that SQLite refuses as it starts (an ATTACH) prints only its error.
-                let header = columns.isEmpty ? "" : columns.joined(separator: "\t") + "\n"
+                let header = columns.isEmpty ? "" : columns.map { Self.text(.text($0)) }.joined(separator: "\t") + "\n"
                 let rows = try Row.fetchCursor(statement)
                 var first = true
                 while let row = try rows.next() {
@@ -164,9 +168,26 @@ struct Query: ParsableCommand {
         case .null: return "NULL"
         case .integer(let number): return String(number)
         case .real(let number): return String(number)
-        case .text(let text): return text
-        case .blob(let data): return "<blob \(data.count) bytes>"
+        case .text(let text): return escaped(text)
+        case .blob(let data): return "<blob \(counted(data.count, "byte"))>"
         }
+    }
+
+    /// `text` on one line of the text output: control characters and backslashes escaped, and a backslash before text
+    /// that would read as a null or a blob, so that every value reads back as what it is.
+    static func escaped(_ text: String) -> String {
+        var out = text == "NULL" || text.hasPrefix("<blob") ? "\\" : ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\t": out += "\\t"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\\": out += "\\\\"
+            case "\u{00}"..."\u{1F}", "\u{7F}": out += String(format: "\\x%02X", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 
     static func json(_ value: Value) -> String {

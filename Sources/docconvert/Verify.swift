@@ -63,7 +63,7 @@ struct Verify: ParsableCommand {
                                       rowCounts: report.rowCounts, notices: reader.notices.isEmpty ? nil : reader.notices))
                 if !output.json {
                     let rows = report.rowCounts.values.reduce(0, +)
-                    print("ok: \(bundle): format version \(reader.metadata.formatVersion), \(report.entryCount) entries, \(formatBytes(report.uncompressedBytes)), \(report.rowCounts.count) tables, \(rows) rows, \(report.sqliteCheck) ok")
+                    print("ok: \(bundle): format version \(reader.metadata.formatVersion), \(counted(report.entryCount, "entry", plural: "entries")), \(formatBytes(report.uncompressedBytes)), \(counted(report.rowCounts.count, "table")), \(counted(rows, "row")), \(report.sqliteCheck) ok")
                 }
             } catch let error as DocumentError {
                 worst = worst ?? error

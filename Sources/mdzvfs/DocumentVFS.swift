@@ -6,17 +6,21 @@ import SystemPackage
 
 /// The `mdz` VFS: serves a document's store to any SQLite host, read-only, straight from the bundle.
 ///
-/// A host opens a document as `file:PATH?vfs=mdz` (with or without `mode=ro`). `xOpen` opens the bundle as the
+/// A host opens a document as `file:PATH?vfs=mdz` (with or without `mode=ro`), or by its plain path once
+/// `sqlite3_mdzvfs_default_init` made the default VFS serve documents (``DefaultVFS``). `xOpen` opens the bundle as the
 /// library does (``BundleReader``: the zip structure, the metadata and every limit checked before anything is read;
 /// a hostile bundle is refused), plans its reading (``StoreRoute``) and serves it through ``StoreFileMethods``: each
 /// segment is checked against its recorded digest before SQLite sees a byte of it, and a bounded cache keeps memory
 /// flat. A bundle that cannot be read in place (another tool deflated a large store again; an older writer's) is
-/// extracted first, checked as a whole, as the library does. The file is immutable to SQLite (no locks, no journal,
-/// no WAL) and read through the descriptor opened then: a connection reads the version that was there when it
-/// opened, whole, even while the library saves a newer one; open it again to read the newer one.
+/// extracted first, checked as a whole, as the library does. The file is read-only to SQLite (immutable when opened
+/// with `mode=ro`: no locks, no journal, no WAL) and read through the descriptor opened then: a connection reads the
+/// version that was there when it opened, whole, even while the library saves a newer one; open it again to read the
+/// newer one.
 ///
-/// Every other file (a sort's or a temporary table's) goes to the host's default VFS, and so does a plain SQLite
-/// database opened through it (`ATTACH 'other.db'` on a connection to a document inherits the document's VFS).
+/// Every other file (a sort's or a temporary table's, a journal) goes to the host's default VFS, and so does a main
+/// database that is not a bundle (``serves(_:named:)``): a plain SQLite database, and one to create by a path that
+/// does not name the VFS (`ATTACH 'new.db'` or `VACUUM INTO 'copy.sqlite'` on a document's connection, which inherit
+/// its VFS).
 enum DocumentVFS {
     static let name = "mdz"
 

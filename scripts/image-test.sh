@@ -14,8 +14,11 @@
 #
 #   scripts/image-test.sh      # about 7 minutes with the release build (about 5 of them), 1 once it is built
 #
-# Where this machine cannot run containers (not root, no podman, or podman cannot start one: the probe, a container
-# of busybox alone, fails) it prints "skipped: <reason>" and exits 0. Exit 1 with the failed checks on stderr.
+# Where this machine cannot run containers (not root, no podman or no runc, or podman cannot start one: the probe, a
+# container of busybox alone, fails) it prints "skipped: <reason>" and exits 0. Where it can, every other tool the run
+# needs is checked before anything is built (`scripts/image.sh --check jq python3`: strip, ldd, busybox-static, the
+# Swift toolchain unless DOCCONVERT_IMAGE_BINARY is set, jq and python3): exit 69 naming those missing and the apt-get
+# command that installs them; PyYAML is found or installed then too. Exit 1 with the failed checks on stderr.
 #
 # Environment (all optional):
 #   DOCCONVERT_IMAGE_BINARY=path   the release docconvert (default: built into .build-image, as scripts/image.sh does)
@@ -35,7 +38,9 @@ started=$(date +%s)
 
 # Can this machine run a container? A probe image of busybox alone, in the same private storage.
 [[ $(id -u) == 0 ]] || skip "not root (podman runs the containers as root here)"
-command -v podman >/dev/null || skip "podman is not installed (apt-get install podman)"
+command -v podman >/dev/null || skip "podman is not installed (apt-get install podman runc)"
+# scripts/image.sh runs podman with runc, not with the crun podman installs (crun fails on machines like the CI's).
+command -v runc >/dev/null || skip "runc is not installed (apt-get install runc: podman runs containers with it here)"
 [[ -x /bin/busybox ]] || skip "no /bin/busybox for the probe container (scripts/setup.sh installs busybox-static)"
 probe="$root/.build-image/oci/probe"
 rm -rf "$probe" && mkdir -p "$probe/rootfs/bin"
@@ -50,6 +55,20 @@ if ! scripts/image.sh podman build --quiet --tag docconvert-probe "$probe" > "$p
 fi
 scripts/image.sh podman rmi docconvert-probe > /dev/null 2>&1 || true   # only tidies the private storage
 rm -rf "$probe"
+
+# Every other tool of the run, before the release build (about 5 minutes): a missing one stops it here, not after.
+scripts/image.sh --check jq python3 || exit 69
+# PyYAML, to read what the Job gives each pod from the YAML (the venv scripts/fleet-slurm.sh makes has it).
+python=python3
+if ! python3 -c 'import yaml' 2>/dev/null; then
+    venv="$root/.build-fleet/venv"
+    if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import yaml' 2>/dev/null; then
+        log "installing kubernetes-validate (and PyYAML) from PyPI into $venv"
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install -q kubernetes-validate >&2
+    fi
+    python="$venv/bin/python"
+fi
 
 # The release binary, built once: the image holds it, and the host runs it to plan, merge and verify.
 if [[ -n ${DOCCONVERT_IMAGE_BINARY:-} ]]; then
@@ -79,17 +98,7 @@ rm "$WORK/docconvert.oci.tar"
 [[ $(scripts/image.sh podman run --rm --network none "docconvert:$VERSION" --version 2>&1) == "$VERSION" ]] \
     || fail "the image's docconvert does not report $VERSION"
 
-# What the Job gives each pod, read from the YAML (with PyYAML; the venv scripts/fleet-slurm.sh makes has it).
-python=python3
-if ! python3 -c 'import yaml' 2>/dev/null; then
-    venv="$root/.build-fleet/venv"
-    if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import yaml' 2>/dev/null; then
-        log "installing kubernetes-validate (and PyYAML) from PyPI into $venv"
-        python3 -m venv "$venv"
-        "$venv/bin/pip" install -q kubernetes-validate >&2
-    fi
-    python="$venv/bin/python"
-fi
+# What the Job gives each pod, read from the YAML.
 "$python" - "$yaml" > "$WORK/pod.json" <<'EOF'
 import json, sys, yaml
 job = yaml.safe_load(open(sys.argv[1]))

@@ -15,6 +15,8 @@
 #   scripts/image.sh --push-help [REGISTRY]   print how to push the image built last (default registry.example.com)
 #   scripts/image.sh podman ARGS…             podman on the image's storage, with this machine's workarounds (below):
 #                                             `scripts/image.sh podman push docconvert:0.1.0 registry.example.com/docconvert:0.1.0`
+#   scripts/image.sh --check [TOOL…]          check, without building, that every tool a build needs is installed
+#                                             (and each TOOL: scripts/image-test.sh names the ones it adds)
 #   scripts/image.sh --clean                  remove the image's storage and build context (not the Swift build)
 #   scripts/image.sh --help
 #
@@ -23,16 +25,19 @@
 #                                  --static-swift-stdlib`): used instead of building one (CI, a release)
 #   IMAGE_ENGINE=podman|buildah    the tool that builds (default: podman when installed, else buildah)
 #
-# Needs root (podman and buildah run as root here), podman or buildah, busybox-static (scripts/setup.sh installs it)
-# and ldd. Exit 0 when the image is built; 64 bad options; 66 DOCCONVERT_IMAGE_BINARY is not there; 69 a tool is
-# missing; 1 the build failed.
+# Needs root (podman and buildah run as root here); podman with runc (apt-get install podman runc: podman itself
+# brings crun, which fails here, see below), or buildah; busybox-static (scripts/setup.sh installs it), ldd and strip;
+# and the Swift toolchain unless DOCCONVERT_IMAGE_BINARY is set. They are all checked before anything is built: one
+# missing stops the run at once, with one line naming every tool missing and the apt-get command that installs them.
+# Exit 0 when the image is built; 64 bad options; 66 DOCCONVERT_IMAGE_BINARY is not there; 69 a tool is missing (or
+# not root); 1 the build failed.
 #
 # Workarounds, all in the configuration files written by `engine_environment` below:
 #   - storage driver vfs: it needs nothing from the kernel or the file system (overlay needs overlay mounts on a
 #     file system that supports them, which a CI runner inside a container often lacks); it copies the image's one
 #     layer for every container, about half a second here.
-#   - runtime runc, not crun (Debian's default): crun fails with "setrlimit RLIMIT_NOFILE: Operation not permitted",
-#     then "cgroups in hybrid mode not supported".
+#   - runtime runc, not crun (Debian's default, the one podman installs): crun fails with "setrlimit RLIMIT_NOFILE:
+#     Operation not permitted", then "cgroups in hybrid mode not supported".
 #   - explicit ulimits: podman's default limits are above what may be set here, and runc fails with "error setting
 #     rlimit type 7 (NOFILE; 6, NPROC): operation not permitted"; nofile is the shell's hard limit, nproc at most
 #     32768 (65536 was refused though the shell's hard limit is higher).
@@ -104,18 +109,54 @@ require_root() {
     [[ $(id -u) == 0 ]] || die "run scripts/image.sh as root: the image's storage is root's" 69
 }
 
+# The tool that builds: IMAGE_ENGINE, else podman when installed, else buildah when installed, else podman (which the
+# check of the tools then reports missing).
 engine() {
     if [[ -n ${IMAGE_ENGINE:-} ]]; then
         [[ $IMAGE_ENGINE == podman || $IMAGE_ENGINE == buildah ]] || die "IMAGE_ENGINE must be podman or buildah" 64
-        command -v "$IMAGE_ENGINE" >/dev/null || die "IMAGE_ENGINE=$IMAGE_ENGINE is not installed" 69
         echo "$IMAGE_ENGINE"
-    elif command -v podman >/dev/null; then
-        echo podman
-    elif command -v buildah >/dev/null; then
+    elif ! command -v podman >/dev/null && command -v buildah >/dev/null; then
         echo buildah
     else
-        die "neither podman nor buildah is installed (apt-get install podman)" 69
+        echo podman
     fi
+}
+
+# Exits 69 with one line naming every tool of the arguments that is missing and the apt-get command that installs
+# them, so that a fresh machine learns all it lacks at once, not one tool per failed run. `busybox` means a static
+# /bin/busybox (the image has no libraries for a dynamic one), `swift` the Swift toolchain (not a Debian package).
+require_tools() {
+    local tool missing="" packages="" notes=""
+    for tool in "$@"; do
+        case $tool in
+            busybox) [[ -x /bin/busybox ]] && ! ldd /bin/busybox >/dev/null 2>&1 && continue ;;
+            *) command -v "$tool" >/dev/null && continue ;;
+        esac
+        missing+="${missing:+, }$tool"
+        case $tool in
+            busybox) packages+=" busybox-static" ;;
+            ldd) packages+=" libc-bin" ;;
+            strip) packages+=" binutils" ;;
+            runc)
+                packages+=" runc"
+                notes+="; podman runs this script's containers with runc, not the crun it installs" ;;
+            swift) notes+="; swift: install the Swift toolchain (swift.org/install), or set DOCCONVERT_IMAGE_BINARY" ;;
+            *) packages+=" $tool" ;;
+        esac
+    done
+    [[ -z $missing ]] && return
+    die "missing: $missing${packages:+; install with: apt-get install$packages}$notes" 69
+}
+
+# Every tool a build with this engine needs, and the tools of the arguments. Arguments: the engine, tools.
+require_build_tools() {
+    local engine=$1 tools=("$1" ldd strip busybox)
+    shift
+    # Every podman command starts by finding the runtime its configuration names (runc, above) and stops when it is
+    # not there; buildah needs one only for a RUN instruction, and the Containerfile has none.
+    [[ $engine == podman ]] && tools+=(runc)
+    [[ -n ${DOCCONVERT_IMAGE_BINARY:-} ]] || tools+=(swift)
+    require_tools "${tools[@]}" "$@"
 }
 
 # The release binary: DOCCONVERT_IMAGE_BINARY, or built here the way it ships. Prints its path.
@@ -153,9 +194,7 @@ make_rootfs() {
             | head -1 | cut -d: -f1) || true   # a library no package owns still goes in, without its copyright
         [[ -n $package ]] && packages+=("$package")
     done
-    # busybox-static: sh and mkdir for the pod's command, and a few tools for `kubectl exec`.
-    [[ -x /bin/busybox ]] && ! ldd /bin/busybox >/dev/null 2>&1 \
-        || die "no static /bin/busybox: install busybox-static (scripts/setup.sh does)" 69
+    # busybox-static (checked before the build): sh and mkdir for the pod's command, and a few tools for `kubectl exec`.
     cp /bin/busybox "$rootfs/bin/busybox"
     for tool in sh mkdir ls cat env rm mv cp du df ps; do ln -s busybox "$rootfs/bin/$tool"; done
     packages+=(busybox-static)
@@ -203,6 +242,7 @@ build() {
     local archive=$1 tool binary version started size packed
     tool=$(engine)
     require_root
+    require_build_tools "$tool"
     started=$(date +%s)
     binary=$(release_binary)
     version=$("$binary" --version)
@@ -249,10 +289,16 @@ case ${1:-} in
         build "$archive"
         ;;
     --push-help) push_help "${2:-}" ;;
+    --check)
+        shift
+        tool=$(engine)
+        require_build_tools "$tool" "$@"
+        log "every tool a build with $tool needs is installed${1:+ (and: $*)}"
+        ;;
     podman)
         shift
         require_root
-        command -v podman >/dev/null || die "podman is not installed" 69
+        require_tools podman runc
         engine_environment
         status=0
         podman "$@" || status=$?

@@ -98,7 +98,7 @@ struct Batch: AsyncParsableCommand {
     @Flag(name: .shortAndLong, help: "No progress on stderr.")
     var quiet = false
 
-    @Flag(name: .shortAndLong, help: "Also print items that are not stores (always in --json and --report).")
+    @Flag(name: .shortAndLong, help: "Also print items that are not stores, each with why (always in --dry-run, --json and --report).")
     var verbose = false
 
     @Option(name: .long, help: ArgumentHelp("Seconds between progress lines when stderr is not a terminal.", valueName: "seconds"))

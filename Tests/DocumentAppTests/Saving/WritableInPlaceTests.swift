@@ -1,6 +1,6 @@
 // Writable documents served from their bundle (FORMAT.md 16.2), from an app's side (the public API only): nothing of
 // the store extracted, saves that copy what no write touched, revert, recovery after SIGKILL, and a bundle replaced
-// under a working copy. The overlay itself: Tests/ManagedDocumentTests/InPlace/.
+// under a working copy. The overlay itself: Tests/ManagedDocumentTests/Document/Overlay/.
 
 import Foundation
 import GRDB

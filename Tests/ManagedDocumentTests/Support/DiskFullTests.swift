@@ -8,23 +8,17 @@ import Testing
 /// A small file system that fills up mid-write: a size-limited tmpfs, mounted for the test (as root), resized with
 /// `remount` to give the rerun its space. Every case: the specific error, the sources and the previous bundle
 /// byte-identical, no temporary left behind, and a rerun with space that finishes the job.
-@Suite("Full disks: each write fails with 'no space left', leaves everything as it was, and a rerun finishes", .serialized)
+@Suite("Full disks: each write fails with 'no space left', leaves everything as it was, and a rerun finishes", .serialized,
+       .enabled(if: getuid() == 0, "mounting a tmpfs needs root"))
 struct DiskFullTests {
-    /// Runs `body` with a tmpfs of `kilobytes` mounted at a fresh folder; `nil` (with the reason printed) where
-    /// mounting is not allowed.
+    /// Runs `body` with a tmpfs of `kilobytes` mounted at a fresh folder (the suite runs only as root); a refused
+    /// mount fails the test.
     private func withSmallDisk(_ kilobytes: Int, _ body: (_ disk: FilePath, _ grow: (Int) throws -> Void) async throws -> Void) async throws {
         try await withTemporaryDirectory { directory in
             let disk = directory.appending("disk")
             try FileSystem.createDirectory(disk)
-            guard getuid() == 0 else {
-                print("skipping full-disk checks: mounting a tmpfs needs root")
-                return
-            }
             let mounted = try run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(kilobytes)k,mode=0755", "tmpfs", disk.string])
-            guard mounted.status == 0 else {
-                print("skipping full-disk checks: mount refused (\(mounted.output.trimmingCharacters(in: .whitespacesAndNewlines)))")
-                return
-            }
+            try #require(mounted.status == 0, "mount refused: \(mounted.output.trimmingCharacters(in: .whitespacesAndNewlines))")
             defer { _ = try? run("/bin/umount", ["-l", disk.string]) }  // Squash: the folder goes with the test.
             try await body(disk) { size in
                 let grown = try run("/bin/mount", ["-o", "remount,size=\(size)k", disk.string])

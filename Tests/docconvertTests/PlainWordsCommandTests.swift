@@ -74,3 +74,33 @@ struct PlainWordsCommandTests {
         #expect(convert.stdout.contains("1 table, 1 row,"), "\(convert.stdout)")
     }
 }
+
+/// `scripts/image.sh`, as a new user meets it: every tool it needs is checked before anything is built.
+@Suite("the container image script checks its tools first")
+struct ImageToolCheckTests {
+    @Test("image.sh --check, with podman's runtime hidden: at once, exit 69, every missing tool and the apt-get line that installs it")
+    func missingToolsFirst() throws {
+        let root = FilePath(#filePath).removingLastComponent().removingLastComponent().removingLastComponent()
+        let folder = try CLI.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: folder.string) }  // Squash cleanup error.
+        // > A PATH of the system's tools but runc (and podman, which CI does not install): what a fresh machine has.
+        let bin = folder.appending("bin")
+        try FileManager.default.createDirectory(atPath: bin.string, withIntermediateDirectories: true)
+        for tool in ["bash", "env", "ldd", "strip", "swift", "id", "dirname", "cat", "sed", "grep"] {
+            for folder in ["/usr/bin", "/bin", "/opt/swift/usr/bin"]
+            where FileManager.default.isExecutableFile(atPath: folder + "/" + tool) {
+                try? FileManager.default.createSymbolicLink(atPath: bin.appending(tool).string, withDestinationPath: folder + "/" + tool)
+                break
+            }
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["PATH"] = bin.string
+        environment["IMAGE_ENGINE"] = "podman"
+        let started = Date()
+        let check = try execute(root.appending("scripts/image.sh").string, ["--check"], environment: environment)
+        #expect(Date().timeIntervalSince(started) < 10, "the check must come before any build")
+        #expect(check.status == 69, "\(check.stdout) \(check.stderr)")
+        #expect(check.stderr.contains("missing: podman, runc") && check.stderr.contains("apt-get install podman runc"),
+                "\(check.stderr)")
+    }
+}

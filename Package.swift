@@ -32,15 +32,44 @@ let package = Package(
             pkgConfig: "libarchive",
             providers: [.apt(["libarchive-dev", "zlib1g-dev", "libisal-dev"])]
         ),
-        .systemLibrary(
-            name: "CSQLite",
-            providers: [.apt(["libsqlite3-dev"])]
+        .target(
+            // The SQLite binding the core is written against (CMDZSQLite.h): SQLite's types, the `md_*` calls its VFS
+            // code makes, the structures of its VFSs' files. Declarations, and the extended result codes.
+            name: "CMDZSQLite"
+        ),
+        .target(
+            // The library's definition of the binding: the SQLite the process links (GRDB's).
+            name: "CMDZLinkedSQLite",
+            dependencies: ["CMDZSQLite"],
+            linkerSettings: [.linkedLibrary("sqlite3")]
+        ),
+        .target(
+            // The extension's definition of the binding: every call through the routines the host passes
+            // (sqlite3ext.h).
+            name: "CMDZExtension",
+            dependencies: ["CMDZSQLite"]
+        ),
+        .target(
+            // The reading core, without GRDB and without the process's SQLite: support (files, locks, flushes), the
+            // zip readers, the format, the SQLite header, the bundle reader with its extraction, and serving a store
+            // in place through a VFS written against CMDZSQLite. The library re-exports it; the extension links it.
+            name: "MDZCore",
+            dependencies: [
+                "CArchive",
+                "CMDZSQLite",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: swiftSettings
         ),
         .target(
             name: "ManagedDocument",
             dependencies: [
+                "MDZCore",
                 "CArchive",
-                "CSQLite",
+                "CMDZSQLite",
+                "CMDZLinkedSQLite",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -49,15 +78,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
-            // The extension's SQLite glue: every call through the routines the host passes (sqlite3ext.h).
-            name: "CMDZExtension"
-        ),
-        .target(
-            // The `mdz` VFS. It compiles the library's reading layers (linked in Shared/: DocumentError, Support,
-            // the zip readers, the format, BundleReader, the in-place reading) into its own module, without GRDB and
-            // without the process's SQLite, and links the Swift runtime in, so a host needs no toolchain.
+            // The `mdz` VFS: the core, bound to the host's SQLite (CMDZExtension), with the Swift runtime linked in,
+            // so a host needs no toolchain.
             name: "mdzvfs",
             dependencies: [
+                "MDZCore",
+                "CMDZSQLite",
                 "CMDZExtension",
                 "CArchive",
                 .product(name: "Logging", package: "swift-log"),
@@ -65,12 +91,12 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             exclude: ["exports.map"],
-            swiftSettings: swiftSettings + [.define("MDZ_EXTENSION")],
+            swiftSettings: swiftSettings,
             linkerSettings: [.unsafeFlags([
                 // The Swift runtime and FoundationEssentials linked in (their static archives: the two below are what
                 // FoundationEssentials needs and the static link does not name).
                 "-static-stdlib", "-Xlinker", "-l_FoundationCollections", "-Xlinker", "-l_FoundationCShims",
-                // Only the entry point exported; what no path reaches dropped.
+                // Only the entry points exported; what no path reaches dropped.
                 "-Xlinker", "--version-script=Sources/mdzvfs/exports.map", "-Xlinker", "--gc-sections",
             ])]
         ),

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import Foundation
+@_spi(Core) import MDZCore
 import ManagedDocument
 import SystemPackage
 

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+@_spi(Core) import MDZCore
 import ManagedDocument
 
 /// Item lines on stdout, progress on stderr (a live line on a terminal, plain lines elsewhere), the summary table.

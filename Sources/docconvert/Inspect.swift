@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+@_spi(Core) import MDZCore
 import ManagedDocument
 import SystemPackage
 

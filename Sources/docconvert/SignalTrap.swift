@@ -7,6 +7,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+@_spi(Core) import MDZCore
 import ManagedDocument
 
 /// SIGINT and SIGTERM as events: the first asks for a clean stop, the second for an immediate one.

@@ -2,7 +2,9 @@
 import Glibc
 #endif
 import CMDZExtension
+import CMDZSQLite
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// Documents served by the process's default VFS (`sqlite3_mdzvfs_default_init`), for hosts that open a path and
 /// cannot name a VFS: Datasette, sqlite-utils, pandas on a path, any program calling `sqlite3_open`.

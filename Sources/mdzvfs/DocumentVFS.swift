@@ -2,7 +2,9 @@
 import Glibc
 #endif
 import CMDZExtension
+import CMDZSQLite
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// The `mdz` VFS: serves a document's store to any SQLite host, read-only, straight from the bundle.
 ///
@@ -37,6 +39,8 @@ enum DocumentVFS {
     /// calls other than opening a main database go to the default VFS of that moment (SQLite's `unix`).
     static func register() -> Int32 {
         if md_vfs_find(Self.name) != nil { return SQLITE_OK }
+        // > A segment that fails its check is "disk I/O error" to the host: the log says which and why.
+        StoreFileMethods.readFailureLog.withLock { $0 = { ExtensionLog.write(md_sqlite_ioerr_read, $0) } }
         guard let vfs = DelegatingVFS.make(named: Self.name, fileSize: MemoryLayout<md_bundle_file>.size) else {
             return SQLITE_ERROR
         }
@@ -265,9 +269,4 @@ enum ServedStores {
             table[Key(identity)] = WeakReference(store: store)
         }
     }
-}
-
-extension StoreRoute {
-    /// A host that loaded the extension opened a `file:` URI naming the VFS: stores can always be read in place.
-    static var inPlaceUnavailable: String? { nil }
 }

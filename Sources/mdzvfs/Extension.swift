@@ -2,7 +2,9 @@
 import Glibc
 #endif
 import CMDZExtension
+import CMDZSQLite
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// The extension's entry point, named after its file (`libmdzvfs.so`) as SQLite derives it: keeps the host's
 /// routines, registers the `mdz` VFS, and stays loaded for the life of the process (`SQLITE_OK_LOAD_PERMANENTLY`), so

@@ -1,4 +1,5 @@
 import Foundation
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 import SystemPackage
 import TestSupport

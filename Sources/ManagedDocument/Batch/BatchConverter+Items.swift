@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import SystemPackage
+@_spi(Core) import MDZCore
 
 // One item of a batch: a walk's or a plan's candidate classified, converted under its document's lock, migrated.
 

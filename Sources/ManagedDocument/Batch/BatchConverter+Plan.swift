@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import SystemPackage
+@_spi(Core) import MDZCore
 
 // A plan: the whole tree walked once, only classifying, its items written to a file for the runs of a fleet.
 

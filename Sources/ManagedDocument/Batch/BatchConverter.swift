@@ -6,6 +6,7 @@ import Darwin
 import Foundation
 import Logging
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// Converts every legacy store and UIManagedDocument package under a folder into a bundle beside it.
 ///

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+@_spi(Core) import MDZCore
 
 // How reports write an item's kind and a failure's code: each as the one word docconvert's reports have always held.
 

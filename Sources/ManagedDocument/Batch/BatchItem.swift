@@ -1,3 +1,4 @@
+@_spi(Core) import MDZCore
 /// One item of a batch: a legacy store or package, a bundle converted earlier, or a file that is not a store.
 public struct BatchItem: Sendable, Codable, Equatable {
     /// What happened to it.

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+@_spi(Core) import MDZCore
 
 /// How ``BatchConverter`` works through a tree.
 public struct BatchOptions: Sendable {

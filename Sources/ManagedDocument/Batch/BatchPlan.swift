@@ -10,6 +10,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// A tree walked and classified once, for the shards of a fleet to convert without walking it again
 /// (`docconvert batch ROOT --plan-only FILE`, then `docconvert batch ROOT --plan FILE --shard K/N`).

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+@_spi(Core) import MDZCore
 
 /// A snapshot of a running batch, for progress displays.
 public struct BatchProgress: Sendable {

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// The JSON report of a batch run (docs/CLI.md, "batch"): what `docconvert batch --report FILE` writes and what
 /// ``BatchReportFile`` writes for an app that runs ``BatchConverter`` itself.

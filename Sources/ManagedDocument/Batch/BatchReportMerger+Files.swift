@@ -9,6 +9,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// One report's items, read one line at a time in order of their source.
 ///

@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// Merges the shard reports of a fleet (`docconvert batch --report`, one per shard) into one report, streaming:
 /// the reports' items are read one line at a time and merged in order of their source (each report's items are

@@ -1,5 +1,6 @@
 import Foundation
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// A run's items written aside while it goes (``BatchReportFile``): a first line that names the run, then one item
 /// per line. A spool whose lock is free belongs to a run that died before it wrote its report: ``salvage(into:for:)``

@@ -1,4 +1,5 @@
 import Crypto
+@_spi(Core) import MDZCore
 
 /// One worker's share of a tree: the items whose path, relative to the root, hashes to ``index`` modulo ``count``.
 ///

@@ -1,3 +1,4 @@
+@_spi(Core) import MDZCore
 /// Counts and totals of a batch run.
 public struct BatchSummary: Sendable, Codable, Equatable {
     /// Items per outcome (every outcome present, zero included); a report writes it as an object keyed by the

@@ -9,6 +9,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// Something the walk found under the batch root.
 enum BatchCandidate: Sendable {

@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import SystemPackage
+@_spi(Core) import MDZCore
 
 // In the Batch layer because it walks as a batch does: one walker (``BatchWalker``) finds the stores a batch converts,
 // the items of a fleet plan and the bundles `docconvert migrate` migrates.

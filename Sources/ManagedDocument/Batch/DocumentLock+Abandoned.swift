@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import SystemPackage
+@_spi(Core) import MDZCore
 
 extension DocumentLock {
     /// Removes the lock file of `bundle` (`.<bundle name>.lock`) when no process holds it: one a killed process left

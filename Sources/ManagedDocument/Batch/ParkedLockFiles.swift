@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// The files a batch takes its items' document locks with: made once per run, not once per item.
 ///

@@ -1,5 +1,6 @@
 import Foundation
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// Writes a shard's report from this run's items (a spool, in the order they finished) merged into the report
 /// earlier runs left, in bounded memory: the spool's items are sorted in runs of at most ``SortedItems/chunkBytes``

@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// What ``BundleReader/verify(full:workingDirectory:)`` checked and found.
 public struct VerificationReport: Sendable, Codable, Equatable {

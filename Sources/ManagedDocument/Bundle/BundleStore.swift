@@ -6,6 +6,7 @@ import Foundation
 import GRDB
 import Logging
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// A bundle's store, open read-only for queries, without extracting it when the bundle allows.
 ///
@@ -123,7 +124,7 @@ public final class BundleStore: Sendable {
     /// The bytes of segments the cache held at once at most, and the segments read from the bundle so far (both 0
     /// for an extracted store).
     public var cacheStatistics: CacheStatistics {
-        (registration?.slot.source as? SegmentSource)?.cache.statistics
-            ?? CacheStatistics(peakBytes: 0, segmentsLoaded: 0)
+        let statistics = (registration?.slot.source as? SegmentSource)?.cache.statistics ?? (peakBytes: 0, segmentsLoaded: 0)
+        return CacheStatistics(peakBytes: statistics.peakBytes, segmentsLoaded: statistics.segmentsLoaded)
     }
 }

@@ -5,6 +5,7 @@ import Foundation
 #endif
 import GRDB
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// The files a bundle is made from.
 public struct BundleContent: Sendable {

@@ -4,6 +4,7 @@ import Glibc
 import Crypto
 import Foundation
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// How a save wrote the store: whole, or reusing the compressed segments of the bundle it replaced (FORMAT.md 16.1).
 public struct SaveReport: Sendable, Equatable, CustomStringConvertible {

@@ -9,6 +9,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// A store made of a bundle's store (its base) and the pages written over it since, as SQLite sees it: a writable
 /// document's overlay (FORMAT.md 16.2). A save reads it by offset, and copies the base's restart segments that no

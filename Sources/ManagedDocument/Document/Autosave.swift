@@ -1,4 +1,5 @@
 import Logging
+@_spi(Core) import MDZCore
 
 /// The loop behind ``Document/OpenOptions/autosaveInterval``: it looks at the document every interval (a 4-byte
 /// read of the working copy's change counter, never SQLite) and saves once the changes have settled.

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Logging
 import SystemPackage
+@_spi(Core) import MDZCore
 
 extension Document {
     /// Opens a document, creating it or converting a legacy store first when the bundle does not exist.
@@ -156,7 +157,7 @@ extension Document {
         // > A save killed mid-write left its aside file: nobody holds its lock, and we hold the document's.
         try? AtomicFile.removeStaleTemporaries(for: path)  // housekeeping; never fails an open
         let copy = WorkingCopy.location(for: path, root: root)
-        let route = options.servesStoreInPlaceForWriting ? StoreRoute(reader)
+        let route = options.servesStoreInPlaceForWriting ? StoreRoute(reader, inPlaceUnavailable: StoreRoute.inPlaceUnavailable)
             : .extract(reason: "serving the store in place is turned off for writing")
         // A working copy already there belongs to a process that died holding this document (we hold its lock).
         let leftover = try examineWorkingCopy(copy, reader: reader, options: options, path: path)

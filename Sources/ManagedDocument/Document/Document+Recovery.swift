@@ -1,4 +1,5 @@
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// What a writable open does with the working copy a process that died left for its bundle.
 extension Document {

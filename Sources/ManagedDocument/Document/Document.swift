@@ -11,6 +11,7 @@ import Foundation
 import GRDB
 import Logging
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// A managed document, opened the way UIManagedDocument opens one: open or create, a legacy store converted
 /// first, edits in a private working copy through GRDB, atomic saves, one writer at a time.

@@ -1,4 +1,5 @@
 import SystemPackage
+@_spi(Core) import MDZCore
 
 extension SQLMigrationFolder {
     /// Applies the folder's pending migrations to one bundle, each once, and saves it atomically.

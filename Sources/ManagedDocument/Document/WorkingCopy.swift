@@ -8,6 +8,7 @@ import Crypto
 import Foundation
 import Logging
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// Where an open document's store lives while it is edited: a private folder that is never the bundle.
 ///

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Crypto
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// Where a converted store's legacy files go under ``LegacyPolicy/backup``, and the move that never replaces.
 ///

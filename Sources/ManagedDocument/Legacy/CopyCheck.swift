@@ -1,5 +1,6 @@
 import Foundation
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// The check a consolidated copy must pass before its bundle may take its name: `PRAGMA integrity_check`, and the
 /// same schema and row count per table (and page size, `user_version`, `application_id`) as SQLite read right after

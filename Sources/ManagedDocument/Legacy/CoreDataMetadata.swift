@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+@_spi(Core) import MDZCore
 
 /// Reads what Core Data recorded about a store in its `Z_METADATA` table.
 ///

@@ -1,4 +1,5 @@
 import SystemPackage
+@_spi(Core) import MDZCore
 
 extension LegacyConverter {
     /// Keeps, backs up or deletes the legacy files; called only once their bundle is durable and verified.

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Logging
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// What happens to a legacy store's files once its bundle is durable and verified.
 public enum LegacyPolicy: String, Sendable, Codable, CaseIterable {

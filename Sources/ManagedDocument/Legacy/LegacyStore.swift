@@ -1,4 +1,5 @@
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// A legacy store found on disk: the files that belong together and will become one bundle.
 ///

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Foundation
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// The files other processes have open, as Linux shows them in `/proc/PID/fd`: what tells a store an app keeps open
 /// while idle (a rollback-journal connection between transactions holds no lock SQLite's checks could see) from one

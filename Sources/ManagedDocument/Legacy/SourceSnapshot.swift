@@ -10,6 +10,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// A legacy store's committed state, taken while no other process can commit to it: a private copy of its files,
 /// or the main file itself, read in place under a lock.

@@ -5,6 +5,7 @@ import Foundation
 #endif
 import GRDB
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// Running a migrator on a document: the migrator owns its algorithm and its tables, as GRDB's `DatabaseMigrator`
 /// owns `grdb_migrations`. ``Document`` asks it twice while it opens a document for writing: whether the bundle's

@@ -5,6 +5,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import GRDB
+@_spi(Core) import MDZCore
 
 /// An app's data model and its ordered migrations, each run exactly once per document.
 ///

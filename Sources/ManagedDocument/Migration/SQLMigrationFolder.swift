@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import GRDB
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// A folder of SQL migrations, applied in version order, each once per document (`docconvert migrate`).
 ///

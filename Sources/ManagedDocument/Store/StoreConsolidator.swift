@@ -1,5 +1,6 @@
 import GRDB
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// Copies a SQLite store into one self-contained file through SQLite itself, and proves the copy is whole.
 ///

@@ -2,6 +2,7 @@ import Crypto
 import GRDB
 import GRDBSQLite  // sqlite3_deserialize, sqlite3_compileoption_used
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// What SQLite says about a store file.
 public struct StoreFacts: Sendable, Equatable {

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// A small store's bytes, read whole into memory of their own: SQLite checks them there (``StoreInspector/openInMemory(_:)``)
 /// and the bundle packs them, so the store is read once and what is packed is exactly what was checked.

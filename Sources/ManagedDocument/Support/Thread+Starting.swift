@@ -1,4 +1,5 @@
 import Foundation
+@_spi(Core) import MDZCore
 
 extension Thread {
     /// Starts `body` on a new thread of its own, named `name` (as debuggers and `top -H` show it).

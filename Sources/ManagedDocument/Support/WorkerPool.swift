@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+@_spi(Core) import MDZCore
 
 /// Threads of their own that take elements from a bounded queue and run the pool's work on each, one element per
 /// thread at a time, taken in the order they were submitted.

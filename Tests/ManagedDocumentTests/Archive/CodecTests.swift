@@ -1,6 +1,7 @@
 import Foundation
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// The codecs on their own: slices deflated apart make one stream, segments inflate alone and say exactly why they

@@ -2,6 +2,7 @@ import Foundation
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// Bundles must be ordinary zip files to tools nobody here wrote.

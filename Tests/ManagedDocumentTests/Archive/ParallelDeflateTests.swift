@@ -3,6 +3,7 @@ import Foundation
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// Large entries are deflated on several threads (slices joined at sync points into one deflate stream); the

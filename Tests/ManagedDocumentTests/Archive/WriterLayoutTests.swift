@@ -2,6 +2,7 @@ import Foundation
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// The writer lays down every byte of a bundle itself (no other library's output is patched): each entry's local

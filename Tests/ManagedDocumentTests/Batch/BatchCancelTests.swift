@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import SystemPackage
 import Testing
+@_spi(Core) import MDZCore
 import ManagedDocument
 import TestSupport
 

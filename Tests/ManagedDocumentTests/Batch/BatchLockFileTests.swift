@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+@_spi(Core) import MDZCore
 import ManagedDocument
 import Synchronization
 import SystemPackage

@@ -4,6 +4,7 @@ import LegacySamples
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 @Suite("docconvert batch")

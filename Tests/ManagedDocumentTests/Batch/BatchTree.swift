@@ -3,6 +3,7 @@ import GRDB
 import LegacySamples
 import SystemPackage
 import TestSupport
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// A generated tree for batch tests: every kind of legacy store (the five samples per group, in nested folders),

@@ -2,6 +2,7 @@ import Foundation
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 @Suite("Writes are atomic: a killed writer never leaves a partial bundle")

@@ -3,6 +3,7 @@ import GRDB
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// ``BundleStore``: the store read in place through the bundle VFS, each segment checked; extracted only when the

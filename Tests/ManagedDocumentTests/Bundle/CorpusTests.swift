@@ -2,6 +2,7 @@ import Foundation
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// Real third-party zip files, zip bombs and Anki packages from `../shared/corpus`: none is a bundle, each must be

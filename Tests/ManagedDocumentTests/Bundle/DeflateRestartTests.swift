@@ -2,6 +2,7 @@ import Foundation
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// `store.deflateRestarts` lets a reader inflate the store on several cores; it comes from the metadata, so it is

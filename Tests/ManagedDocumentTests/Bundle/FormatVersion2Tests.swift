@@ -3,6 +3,7 @@ import GRDB
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// Format version 2 (FORMAT.md 13.1): what the writer records, checked by python on its own, and what a reader

@@ -3,6 +3,7 @@ import GRDB
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// Inputs the fuzzers (scripts/fuzz.sh) found that crashed or misbehaved, kept as tests (and as seeds in

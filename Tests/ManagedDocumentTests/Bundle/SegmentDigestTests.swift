@@ -4,6 +4,7 @@ import GRDB
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// `store.segments` (FORMAT.md 11.4): one SHA-256 per segment of the store, written for every store, checked by

@@ -4,6 +4,7 @@ import LegacySamples
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 @Suite("Documents across processes: one writer, SIGKILL during saves, legacy stores converted on first open")

@@ -5,6 +5,7 @@ import Synchronization
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 @Suite("Documents open, save, revert and close like UIManagedDocument, without its pitfalls")

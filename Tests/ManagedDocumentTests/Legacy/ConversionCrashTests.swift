@@ -3,6 +3,7 @@ import LegacySamples
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 @Suite("Conversion survives SIGKILL at any moment")

@@ -5,6 +5,7 @@ import LegacySamples
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 @Suite("Legacy stores convert into bundles with zero loss")

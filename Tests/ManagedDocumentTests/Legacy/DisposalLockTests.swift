@@ -3,6 +3,7 @@ import GRDB
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 @Suite("Legacy files are disposed of only under an exclusive lock, and only when nothing was committed since")

@@ -4,6 +4,7 @@ import LegacySamples
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 @Suite("Sources that are not stores, damaged or busy get their own outcome and stay byte-identical")

@@ -1,4 +1,5 @@
 import Foundation
+@_spi(Core) import MDZCore
 import ManagedDocument
 import SystemPackage
 import TestSupport

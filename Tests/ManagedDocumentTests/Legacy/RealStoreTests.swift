@@ -3,6 +3,7 @@ import GRDB
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// Real Core Data stores and UIManagedDocument packages from `../shared/corpus`, which nobody here wrote.

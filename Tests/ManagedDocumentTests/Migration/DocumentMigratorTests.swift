@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import SystemPackage
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 @Suite("The migrator runs its own migrations: what it records in the store and the model, and what it reports")

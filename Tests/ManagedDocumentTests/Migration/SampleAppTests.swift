@@ -6,6 +6,7 @@ import SampleApps
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// The three sample apps, end to end on the legacy stores the samples generator makes: converted, migrated, every

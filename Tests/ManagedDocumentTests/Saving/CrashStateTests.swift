@@ -8,6 +8,7 @@
 import Crypto
 import Foundation
 import GRDB
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument  // OpenOptions.servesStoreInPlaceForWriting: the extracted working store's path
 import SystemPackage
 import Testing

@@ -8,6 +8,7 @@ import GRDB
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// Incremental saves (FORMAT.md 16.1) at the writer: a change anywhere is found, only the segments it touches are

@@ -5,6 +5,7 @@ import GRDB
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 @Suite("SQLite's header is read in one place, every number checked")

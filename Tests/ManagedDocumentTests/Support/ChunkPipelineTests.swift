@@ -1,6 +1,7 @@
 import Crypto
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 @Suite("SHA-256 on a second thread")

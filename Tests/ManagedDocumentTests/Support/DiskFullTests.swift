@@ -3,6 +3,7 @@ import GRDB
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// A small file system that fills up mid-write: a size-limited tmpfs, mounted for the test (as root), resized with

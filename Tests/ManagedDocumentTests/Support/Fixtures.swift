@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import SystemPackage
 import TestSupport
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// What this target's tests read of stores and bundles, beside the stores and bundles TestSupport's `Fixtures` makes.

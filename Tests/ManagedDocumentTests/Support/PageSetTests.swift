@@ -1,5 +1,6 @@
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// ``PageSet``, the overlay's pages as bitmaps, against a `Set<Int64>` given the same random operations.

@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import SystemPackage
 import TestSupport
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// Damaged and hostile bundles made in code, for tests only.

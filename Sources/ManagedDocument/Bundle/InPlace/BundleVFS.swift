@@ -1,8 +1,9 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CSQLite
+import CMDZSQLite
 import GRDBSQLite  // sqlite3.h's types are attributed to the first module that includes it: GRDB's
+@_spi(Core) import MDZCore
 
 /// A read-only SQLite VFS whose files are ``StoreSlot``s: SQLite reads a store's pages straight from its bundle,
 /// nothing is extracted. Registered once per process (not as the default VFS); a store is opened through the `file:`

@@ -1,6 +1,7 @@
 import GRDB
 import Logging
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// A read-only connection to a bundle's store, made by ``open(_:cacheSize:isImmutable:label:logger:extract:)``: the
 /// one factory behind ``BundleStore`` and a read-only ``Document``. It reads the store in place or extracts it as
@@ -26,7 +27,7 @@ struct ReadOnlyStore: Sendable {
     ///   otherwise `extract`'s errors.
     static func open(_ reader: BundleReader, cacheSize: Int, isImmutable: Bool, label: String, logger: Logger,
                      extract: () throws -> DatabaseQueue) throws -> ReadOnlyStore {
-        switch StoreRoute(reader) {
+        switch StoreRoute(reader, inPlaceUnavailable: StoreRoute.inPlaceUnavailable) {
         case .inPlace(let plan):
             let source = SegmentSource(reader, plan: plan, cacheSize: cacheSize)
             try source.checkHeader(against: reader.metadata.store, bundle: reader.path)
@@ -53,7 +54,7 @@ struct ReadOnlyStore: Sendable {
     /// store file `extract` returns (extracted where the caller keeps it).
     static func source(_ reader: BundleReader, cacheSize: Int, logger: Logger,
                        extract: () throws -> FilePath) throws -> any StoreSource {
-        switch StoreRoute(reader) {
+        switch StoreRoute(reader, inPlaceUnavailable: StoreRoute.inPlaceUnavailable) {
         case .inPlace(let plan):
             let source = SegmentSource(reader, plan: plan, cacheSize: cacheSize)
             try source.checkHeader(against: reader.metadata.store, bundle: reader.path)

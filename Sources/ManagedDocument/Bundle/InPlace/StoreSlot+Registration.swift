@@ -1,3 +1,4 @@
+@_spi(Core) import MDZCore
 extension StoreSlot {
     /// A slot's entry in the table ``BundleVFS`` opens files from, for as long as this object lives: its `deinit`
     /// removes the entry, so whoever keeps the connection keeps this beside it and nobody unregisters by hand.

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// The `map` file of a writable working copy (FORMAT.md 16.2): which pages `overlay` holds, and the store's logical
 /// size. A header names the base the overlay was written over; records are appended, one at each `xSync` of the

@@ -1,9 +1,10 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CSQLite
+import CMDZSQLite
 import GRDBSQLite  // sqlite3.h's types are attributed to the first module that includes it: GRDB's
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// A writable store made of a base (a bundle's store, read through any ``StoreSource``) and a private overlay: the
 /// working copy of FORMAT.md 16.2, opened by SQLite through ``OverlayVFS``.

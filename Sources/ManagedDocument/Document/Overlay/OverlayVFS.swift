@@ -1,9 +1,10 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CSQLite
+import CMDZSQLite
 import GRDBSQLite  // sqlite3.h's types are attributed to the first module that includes it: GRDB's
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// A read-write SQLite VFS whose main database files are ``OverlayStore``s: a working copy made of its base bundle and
 /// a private overlay (FORMAT.md 16.2). Registered once per process (not as the default VFS); a store is opened

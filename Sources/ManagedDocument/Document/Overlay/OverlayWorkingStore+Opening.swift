@@ -1,5 +1,6 @@
 import GRDB
 import SystemPackage
+@_spi(Core) import MDZCore
 
 extension OverlayWorkingStore {
     /// What an overlay lies over: the bundle's store served in place, or (when the reader's limits do not let it be

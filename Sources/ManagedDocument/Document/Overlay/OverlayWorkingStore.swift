@@ -7,6 +7,7 @@ import GRDB
 import GRDBSQLite
 import Logging
 import SystemPackage
+@_spi(Core) import MDZCore
 
 extension OverlayStore: ComposedStore {}
 
@@ -81,7 +82,7 @@ final class OverlayWorkingStore: WorkingStore {
     private func rebase(_ overlay: OverlayStore, onto identity: FileIdentity?) {
         do {
             let reader = try BundleReader(at: path, limits: options.limits)
-            guard reader.openedIdentity == identity, case .inPlace(let plan) = StoreRoute(reader) else {
+            guard reader.openedIdentity == identity, case .inPlace(let plan) = StoreRoute(reader, inPlaceUnavailable: StoreRoute.inPlaceUnavailable) else {
                 options.logger.notice("\(path): the saved bundle is not served in place; the next save is full")
                 return
             }
@@ -102,7 +103,7 @@ final class OverlayWorkingStore: WorkingStore {
     /// SQLite sees the bundle's store from its next read on (it compares the header's change counter, and drops its
     /// cache).
     func prepareRevert(to reader: BundleReader, scratch: FilePath) throws -> StoreRevert {
-        guard case .inPlace(let plan) = StoreRoute(reader) else {
+        guard case .inPlace(let plan) = StoreRoute(reader, inPlaceUnavailable: StoreRoute.inPlaceUnavailable) else {
             throw DocumentError(.ioFailure, path: path,
                                 reason: "the bundle on disk can no longer be served in place; close the document and open it again")
         }

@@ -1,5 +1,6 @@
 import GRDB
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// The store extracted into the working copy (`content/StoreContent/persistentStore`): a writable open of a bundle
 /// that cannot be served in place, a recovered extracted copy, or a read-only open of a bundle that cannot be

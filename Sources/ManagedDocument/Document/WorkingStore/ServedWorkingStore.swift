@@ -2,6 +2,7 @@ import GRDB
 import GRDBSQLite
 import Logging
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// The store of a read-only document, which SQLite reads straight from the bundle (no working copy of the store):
 /// the registration of the VFS file it reads, which a revert points at the bundle as it is now. Kept as long as the

@@ -1,9 +1,10 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CSQLite
+import CMDZSQLite
 import GRDBSQLite  // sqlite3.h's types are attributed to the first module that includes it: GRDB's
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// SQLite's own files in a working copy (the rollback journal, the WAL, a super-journal, an extracted store), served
 /// by the process's default VFS through a thin layer of the library's, for two things (FORMAT.md 16.2, "Durability"):

@@ -1,5 +1,6 @@
 import GRDB
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// How an open ``Document`` holds its store, the one place that knows it: served from the bundle in place
 /// (``ServedWorkingStore``, read-only), extracted into the working copy (``ExtractedWorkingStore``), or composed by

@@ -5,6 +5,7 @@ import Foundation
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 extension HostileBundleTests {

@@ -4,6 +4,7 @@ import Synchronization
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// Crash images of a working copy (FORMAT.md 16.2): the files as a crash at a given moment leaves them, copied aside

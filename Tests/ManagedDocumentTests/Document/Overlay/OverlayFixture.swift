@@ -6,6 +6,7 @@ import Foundation
 import GRDB
 import SystemPackage
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// A base bundle for a working copy: its store written by ``BundleWriter`` (deflated, with a restart index and

@@ -3,6 +3,7 @@ import GRDB
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// Random SQL applied to a working copy and to a plain store file (the model): after every step, both read the same.

@@ -4,6 +4,7 @@ import Synchronization
 import SystemPackage
 import TestSupport
 import Testing
+@_spi(Core) @testable import MDZCore
 @testable import ManagedDocument
 
 /// ``OverlayStore`` through ``OverlayVFS``: a writable working copy made of its base bundle and a private overlay

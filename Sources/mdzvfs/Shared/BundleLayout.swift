@@ -1,1 +1,0 @@
-../../ManagedDocument/Format/BundleLayout.swift

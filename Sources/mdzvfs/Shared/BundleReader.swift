@@ -1,1 +1,0 @@
-../../ManagedDocument/Bundle/BundleReader.swift

@@ -1,1 +1,0 @@
-../../ManagedDocument/Archive/CRC32.swift

@@ -1,1 +1,0 @@
-../../ManagedDocument/Archive/Codecs.swift

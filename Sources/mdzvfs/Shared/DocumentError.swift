@@ -1,1 +1,0 @@
-../../ManagedDocument/DocumentError.swift

@@ -1,1 +1,0 @@
-../../ManagedDocument/Format/DocumentMetadata.swift

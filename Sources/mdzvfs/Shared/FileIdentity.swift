@@ -1,1 +1,0 @@
-../../ManagedDocument/Support/FileIdentity.swift

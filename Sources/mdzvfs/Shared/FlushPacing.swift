@@ -1,1 +1,0 @@
-../../ManagedDocument/Support/FlushPacing.swift

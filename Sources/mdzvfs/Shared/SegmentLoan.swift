@@ -1,1 +1,0 @@
-../../ManagedDocument/Bundle/SegmentLoan.swift

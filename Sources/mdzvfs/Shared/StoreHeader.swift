@@ -1,1 +1,0 @@
-../../ManagedDocument/Store/StoreHeader.swift

@@ -1,1 +1,0 @@
-../../ManagedDocument/Bundle/InPlace/StoreRoute.swift

@@ -1,1 +1,0 @@
-../../ManagedDocument/Support/UUID+Random.swift

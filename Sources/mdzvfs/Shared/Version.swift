@@ -1,1 +1,0 @@
-../../ManagedDocument/Version.swift

@@ -1,1 +1,0 @@
-../../ManagedDocument/Archive/ZipDirectory.swift

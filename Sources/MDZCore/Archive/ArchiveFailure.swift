@@ -9,7 +9,8 @@ import CArchive
     @_spi(Core) public var errno: Int32
     @_spi(Core) public var message: String?
 
-    @_spi(Core) public static let outOfMemory = ArchiveFailure(status: ARCHIVE_FATAL, operation: "allocate a libarchive handle",
+    @_spi(Core)
+    public static let outOfMemory = ArchiveFailure(status: ARCHIVE_FATAL, operation: "allocate a libarchive handle",
                                             errno: 12, message: "out of memory")
 
     /// Reads the handle's error state; call it before the next call on the handle.

@@ -101,7 +101,8 @@ import SystemPackage
     ///   - read: fills the buffer and returns how many bytes it wrote; 0 at the end.
     ///   - hashing: compute the SHA-256 of the entry's bytes (``EntryDigest/sha256``).
     @discardableResult
-    @_spi(Core) public func addEntry(named name: String, size: Int64, compressed: Bool, reuse: ParallelDeflater.Reuse? = nil,
+    @_spi(Core)
+    public func addEntry(named name: String, size: Int64, compressed: Bool, reuse: ParallelDeflater.Reuse? = nil,
                   hashing: Bool = true, read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> EntryDigest {
         precondition(!isFinished, "entry added after finish()")
         precondition(size >= 0, "an entry's size is never negative")

@@ -114,7 +114,8 @@ extension DeflateRestarts {
     /// Where restart segment `index`'s compressed bytes lie in the bundle file, for an entry whose data starts at
     /// `dataOffset` and takes `compressedSize` bytes. The index must have passed
     /// ``ParallelInflater/check(_:size:compressedSize:)`` (the bundle's reader checks it when it opens).
-    @_spi(Core) public func fileRange(ofSegment index: Int, dataOffset: UInt64, compressedSize: UInt64) -> Range<Int64> {
+    @_spi(Core)
+    public func fileRange(ofSegment index: Int, dataOffset: UInt64, compressedSize: UInt64) -> Range<Int64> {
         let (start, end) = compressedBounds(ofSegment: index, streamSize: Int64(compressedSize))
         return (Int64(dataOffset) + start)..<(Int64(dataOffset) + end)
     }

@@ -195,7 +195,8 @@ import SystemPackage
     /// its recorded CRC-32 when the index records them (``DeflateRestarts/crc32s``, checked when the bundle opened),
     /// and its compressed bytes against their CRC-32C when it records those (``DeflateRestarts/compressedCRC32Cs``),
     /// before any of its bytes are handed on; with `hashing`, the bytes' SHA-256 is computed too.
-    @_spi(Core) public func inflate(_ descriptor: FileDescriptor, dataOffset: UInt64, size: UInt64, compressedSize: UInt64,
+    @_spi(Core)
+    public func inflate(_ descriptor: FileDescriptor, dataOffset: UInt64, size: UInt64, compressedSize: UInt64,
                  restarts: DeflateRestarts, hashing: Bool = true,
                  consume: (UnsafeRawBufferPointer) throws -> Void) throws -> Result {
         var hasher = SHA256()

@@ -153,7 +153,8 @@ import Darwin
     /// - Parameters:
     ///   - fileSize: the archive's size in bytes.
     ///   - read: reads `count` bytes at an offset (fewer only at the end of the file).
-    @_spi(Core) public static func locate(fileSize: UInt64, read: (UInt64, Int) throws -> [UInt8]) throws -> ZipEndRecord {
+    @_spi(Core)
+    public static func locate(fileSize: UInt64, read: (UInt64, Int) throws -> [UInt8]) throws -> ZipEndRecord {
         guard fileSize >= 22 else { throw ZipStructureFailure(kind: .notZip, message: "too short to be a zip archive") }
         let tailLength = Int(min(fileSize, 22 + 0xFFFF))
         let tailStart = fileSize - UInt64(tailLength)
@@ -221,7 +222,8 @@ import Darwin
     /// Decodes `count` records (or all of them when `count` is nil) from the start of `bytes`.
     ///
     /// - Returns: the records and the number of bytes they took.
-    @_spi(Core) public static func decode(_ bytes: [UInt8], count: UInt64?) throws -> (records: [ZipCentralRecord], length: Int) {
+    @_spi(Core)
+    public static func decode(_ bytes: [UInt8], count: UInt64?) throws -> (records: [ZipCentralRecord], length: Int) {
         var records: [ZipCentralRecord] = []
         var position = 0
         while count.map({ UInt64(records.count) < $0 }) ?? true {
@@ -323,7 +325,8 @@ import Darwin
     }
 
     /// A stored entry with no extra field and no data descriptor: the `mimetype` entry of a bundle.
-    @_spi(Core) public static func encodeStored(name: [UInt8], content: [UInt8], crc32: UInt32, time: UInt16, date: UInt16) -> [UInt8] {
+    @_spi(Core)
+    public static func encodeStored(name: [UInt8], content: [UInt8], crc32: UInt32, time: UInt16, date: UInt16) -> [UInt8] {
         var out: [UInt8] = []
         out.appendLE(signature)
         out.appendLE(UInt16(10))  // version needed: 1.0, stored
@@ -422,7 +425,8 @@ import Darwin
     }
 
     /// The entry's central directory record (external attributes left to the caller).
-    @_spi(Core) public func centralRecord(crc32: UInt32, compressedSize: UInt64, localHeaderOffset: UInt64) -> ZipCentralRecord {
+    @_spi(Core)
+    public func centralRecord(crc32: UInt32, compressedSize: UInt64, localHeaderOffset: UInt64) -> ZipCentralRecord {
         var record = ZipCentralRecord()
         record.versionNeeded = versionNeeded
         record.flags = flags

@@ -81,7 +81,8 @@ extension BundleReader {
     /// too, and the bundle's ``SegmentLoan`` is returned when the rule there allows it (`nil` without `forReuse`):
     /// what a save may trust of it later (``SegmentReuse``: each of its segments inflates to the bytes its digest
     /// names).
-    @_spi(Core) public func extractVerifying(into directory: FilePath, forReuse: Bool) throws -> (ExtractedBundle, SegmentLoan?) {
+    @_spi(Core)
+    public func extractVerifying(into directory: FilePath, forReuse: Bool) throws -> (ExtractedBundle, SegmentLoan?) {
         let before = openedIdentity
         let extracted = try extract(into: directory, permissions: [.ownerReadWrite], checkingSegments: forReuse)
         guard forReuse else { return (extracted, nil) }
@@ -460,7 +461,8 @@ extension BundleReader {
     /// is checked first: a store larger than it is refused before a byte is written.
     ///
     /// - Returns: the descriptor, open for reading and writing, and the time the extraction took.
-    @_spi(Core) public func extractStoreUnnamed(in folder: FilePath) throws -> (descriptor: FileDescriptor, seconds: Double) {
+    @_spi(Core)
+    public func extractStoreUnnamed(in folder: FilePath) throws -> (descriptor: FileDescriptor, seconds: Double) {
         let started = ContinuousClock.now
         let size = metadata.store.size
         let descriptor = try FileSystem.unnamedTemporaryFile(in: folder)

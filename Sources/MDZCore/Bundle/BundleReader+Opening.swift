@@ -96,7 +96,8 @@ extension BundleReader {
     }
 
     /// 15.2: the central directory's records, exactly as many as the end record counts and nothing after them.
-    @_spi(Core) public static func centralDirectory(of file: OpenedBundle, end: ZipEndRecord) throws -> [ZipCentralRecord] {
+    @_spi(Core)
+    public static func centralDirectory(of file: OpenedBundle, end: ZipEndRecord) throws -> [ZipCentralRecord] {
         let path = file.path
         // > The directory lies inside the file (``ZipEndRecord/locate(fileSize:read:)`` checked offset + size, without
         // > overflow, against the end records) and within maxDirectorySize: its size fits an Int.
@@ -122,7 +123,8 @@ extension BundleReader {
 
     /// 15.2: a bundle has a `mimetype` record. Returns how its place breaks the sniffing promise of section 4 (not
     /// the first entry): a notice, not an error; another zip tool may have repacked the bundle.
-    @_spi(Core) public static func mimetypeRecordLayout(_ records: [ZipCentralRecord], path: FilePath) throws -> [String] {
+    @_spi(Core)
+    public static func mimetypeRecordLayout(_ records: [ZipCentralRecord], path: FilePath) throws -> [String] {
         let mimetypeName = Array(BundleLayout.mimetype.utf8)
         guard let mimetypeRecord = records.first(where: { $0.name == mimetypeName }) else {
             throw DocumentError(.notADocument, path: path,
@@ -273,7 +275,8 @@ extension BundleReader {
 
     /// 15.5: the `mimetype` entry holds a media type of 1 to 255 bytes whose CRC-32 matches. Read at byte 38 when
     /// the layout keeps the sniffing promise, else through the entry (inflated if need be).
-    @_spi(Core) public static func mediaType(_ entries: [BundleEntry], in file: OpenedBundle, sniffable: Bool) throws -> String {
+    @_spi(Core)
+    public static func mediaType(_ entries: [BundleEntry], in file: OpenedBundle, sniffable: Bool) throws -> String {
         let path = file.path
         let mimetype = entries.first { $0.role == .mimetype }!
         guard (1...255).contains(mimetype.size) else {

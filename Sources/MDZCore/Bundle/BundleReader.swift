@@ -184,7 +184,8 @@ public final class BundleReader: Sendable {
 
     /// Reads one small entry at the offset its checked local header gives, bounded by its directory size, its stream
     /// and CRC-32 checked (``EntryReader``).
-    @_spi(Core) public static func readEntry(_ entry: BundleEntry, from descriptor: FileDescriptor, path: FilePath) throws -> [UInt8] {
+    @_spi(Core)
+    public static func readEntry(_ entry: BundleEntry, from descriptor: FileDescriptor, path: FilePath) throws -> [UInt8] {
         let reader = try EntryReader(descriptor: descriptor, path: path, deflated: entry.isCompressed)
         reader.start(entry.location)
         var bytes: [UInt8] = []

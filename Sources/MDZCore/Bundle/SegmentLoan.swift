@@ -15,7 +15,8 @@
     /// was inflated restart segment by restart segment (each proven to stand alone and to end as a segment must;
     /// one read in one stream, on a single core or for segments over 1 MiB, proves its bytes, not its cuts), with a
     /// restart index that names its stream, and the file kept its identity from the reader's open to the end.
-    @_spi(Core) public init?(extracted reader: BundleReader, inflatedSegmentWise: Bool, before: FileIdentity, after: FileIdentity?) {
+    @_spi(Core)
+    public init?(extracted reader: BundleReader, inflatedSegmentWise: Bool, before: FileIdentity, after: FileIdentity?) {
         guard inflatedSegmentWise, case .used(_, identified: true) = reader.restartIndex, let after,
               before == after else { return nil }
         identity = after

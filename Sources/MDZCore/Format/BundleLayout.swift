@@ -44,7 +44,8 @@ public enum BundleLayout {
     /// - Throws: ``DocumentError`` with ``DocumentError/Code/invalidEntryName``,
     ///   ``DocumentError/Code/pathTraversal``, ``DocumentError/Code/limitExceeded`` or
     ///   ``DocumentError/Code/entryNotAllowed``.
-    @_spi(Core) public static func role(ofEntryNamed raw: [UInt8], maxLength: Int, in bundle: FilePath?) throws -> (String, Role) {
+    @_spi(Core)
+    public static func role(ofEntryNamed raw: [UInt8], maxLength: Int, in bundle: FilePath?) throws -> (String, Role) {
         let shown = String(decoding: raw.prefix(200), as: UTF8.self)
         func refuse(_ code: DocumentError.Code, _ reason: String) -> DocumentError {
             DocumentError(code, path: bundle, entry: shown, reason: reason)

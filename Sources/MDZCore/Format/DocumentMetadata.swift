@@ -63,7 +63,8 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
     /// Facts about the store entry, checked by readers.
     public struct Store: Codable, Sendable, Equatable {
         /// Memberwise.
-        @_spi(Core) public init(entry: String, size: Int64, sha256: String? = nil, digest: String? = nil, pageSize: Int, userVersion: Int32, applicationID: Int32? = nil, schemaFingerprint: String, deflateRestarts: DeflateRestarts? = nil, segments: SegmentDigests? = nil) {
+        @_spi(Core)
+        public init(entry: String, size: Int64, sha256: String? = nil, digest: String? = nil, pageSize: Int, userVersion: Int32, applicationID: Int32? = nil, schemaFingerprint: String, deflateRestarts: DeflateRestarts? = nil, segments: SegmentDigests? = nil) {
             self.entry = entry
             self.size = size
             self.sha256 = sha256
@@ -242,7 +243,8 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
     /// Where a converted document came from.
     public struct Provenance: Codable, Sendable, Equatable {
         /// Memberwise.
-        @_spi(Core) public init(kind: String, fileName: String, size: Int64, files: [Entry], convertedAt: Date, coreData: CoreDataInfo? = nil, packageMetadata: [String: JSONValue]? = nil, warnings: [String]? = nil) {
+        @_spi(Core)
+        public init(kind: String, fileName: String, size: Int64, files: [Entry], convertedAt: Date, coreData: CoreDataInfo? = nil, packageMetadata: [String: JSONValue]? = nil, warnings: [String]? = nil) {
             self.kind = kind
             self.fileName = fileName
             self.size = size
@@ -274,7 +276,8 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
     /// What a Core Data store's `Z_METADATA` says.
     public struct CoreDataInfo: Codable, Sendable, Equatable {
         /// Memberwise.
-        @_spi(Core) public init(storeUUID: String? = nil, storeType: String? = nil, modelVersionIdentifiers: [String], modelVersionHashes: [String: String], frameworkVersion: String? = nil, metadataVersion: Int? = nil, otherKeys: [String]? = nil) {
+        @_spi(Core)
+        public init(storeUUID: String? = nil, storeType: String? = nil, modelVersionIdentifiers: [String], modelVersionHashes: [String: String], frameworkVersion: String? = nil, metadataVersion: Int? = nil, otherKeys: [String]? = nil) {
             self.storeUUID = storeUUID
             self.storeType = storeType
             self.modelVersionIdentifiers = modelVersionIdentifiers
@@ -341,7 +344,8 @@ extension DocumentMetadata {
     /// - Parameter maxValues: the most JSON values (numbers, strings, arrays, objects, literals) the text may hold,
     ///   counted before it is parsed: Foundation's decoder holds about 50 bytes for each, so 16 MiB of `[1,1,1,…]`
     ///   would take hundreds of MiB. A bundle's metadata has a few values per entry (``ReadingLimits/maxEntryCount``).
-    @_spi(Core) public static func decode(_ bytes: [UInt8], bundle: FilePath?, maxValues: Int = 1 << 20) throws -> DocumentMetadata {
+    @_spi(Core)
+    public static func decode(_ bytes: [UInt8], bundle: FilePath?, maxValues: Int = 1 << 20) throws -> DocumentMetadata {
         struct Header: Decodable { var format: String?; var formatVersion: Int? }
         if let problem = JSONShape.problem(bytes, maxValues: maxValues, maxDepth: 64) {
             throw DocumentError(.limitExceeded, path: bundle, entry: BundleLayout.metadata, reason: problem)

@@ -38,7 +38,8 @@ import SystemPackage
     /// The header of a store whose first bytes (`bytes`, read from `path` already) are at hand.
     ///
     /// - Throws: ``DocumentError/Code/notSQLite`` when they are not a whole SQLite header.
-    @_spi(Core) public init(checking bytes: [UInt8], of path: FilePath, entry: String? = nil, bundle: FilePath? = nil) throws {
+    @_spi(Core)
+    public init(checking bytes: [UInt8], of path: FilePath, entry: String? = nil, bundle: FilePath? = nil) throws {
         guard let header = StoreHeader(bytes) else {
             throw DocumentError(.notSQLite, path: bundle ?? path, entry: entry,
                                 reason: "is not a SQLite database (no SQLite header)")
@@ -79,7 +80,8 @@ import SystemPackage
     /// must not hold: the page size, `user_version`, or WAL mode (FORMAT.md 11.4); `nil` when it agrees. What a reader
     /// serving the store in place checks when it opens, without SQLite (the schema fingerprint needs SQLite to read
     /// the schema: `verify` checks it).
-    @_spi(Core) public func disagreement(with store: DocumentMetadata.Store) -> (code: DocumentError.Code, reason: String)? {
+    @_spi(Core)
+    public func disagreement(with store: DocumentMetadata.Store) -> (code: DocumentError.Code, reason: String)? {
         if isWAL {
             return (.storeInWALMode, "the store's header says WAL mode (bytes 18-19), which a bundle must not be at rest")
         }

@@ -34,7 +34,8 @@ import SystemPackage
     /// With `removingStale: false` the caller has removed stale temporaries itself (the folder is not listed again).
     /// With `restrictingTo`, the new file gets none of the permission bits that file lacks (a converted store's
     /// privacy carries over to its bundle).
-    @_spi(Core) public init(target: FilePath, replacing: Bool, removingStale: Bool = true, restrictingTo source: FilePath? = nil) throws {
+    @_spi(Core)
+    public init(target: FilePath, replacing: Bool, removingStale: Bool = true, restrictingTo source: FilePath? = nil) throws {
         self.target = target
         self.replacing = replacing
         let directory = target.removingLastComponent()
@@ -126,7 +127,8 @@ import SystemPackage
     /// On Linux the file is made without a name (`O_TMPFILE`), locked, given `ownership`, then linked under `path`;
     /// on a file system that cannot do that, it is created (no wider than 0600) and locked at once, then given
     /// `ownership` (a cleaner could take it for a dead one's in between, and the write would fail: never lose data).
-    @_spi(Core) public static func createLocked(_ path: FilePath, ownership: FinalOwnership? = nil) throws -> FileDescriptor {
+    @_spi(Core)
+    public static func createLocked(_ path: FilePath, ownership: FinalOwnership? = nil) throws -> FileDescriptor {
         let folder = path.removingLastComponent()
         let mode: mode_t = ownership == nil ? 0o666 : 0o600  // less the umask; `ownership` sets the final bits
         #if os(Linux)

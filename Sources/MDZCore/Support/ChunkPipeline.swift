@@ -8,7 +8,8 @@ import Dispatch
 /// buffers bounds memory (`count × size`); ``acquire()`` waits when all of them are still being hashed. On a
 /// machine where SHA-256 is slower than inflating or copying, this takes the hash off the critical path.
 @_spi(Core) public final class ChunkPipeline {
-    @_spi(Core) public static let chunkSize = 256 << 10  // four of them: 1 MiB in flight, enough to keep both threads busy
+    @_spi(Core)
+    public static let chunkSize = 256 << 10  // four of them: 1 MiB in flight, enough to keep both threads busy
 
     /// What a stream's chunks are hashed into: the SHA-256 of the whole stream, the SHA-256 of each segment of an
     /// interval (a version 2 store, FORMAT.md 13.1), or both.

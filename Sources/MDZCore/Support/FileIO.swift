@@ -20,7 +20,8 @@ import SystemPackage
     /// A change about to be made, or just made, as an observer sees it.
     @_spi(Core) public struct Event {
         /// Memberwise.
-        @_spi(Core) public init(kind: Kind, path: FilePath, destination: FilePath? = nil, descriptor: FileDescriptor? = nil, offset: Int64 = 0, bytes: UnsafeRawBufferPointer? = nil, size: Int64 = 0) {
+        @_spi(Core)
+        public init(kind: Kind, path: FilePath, destination: FilePath? = nil, descriptor: FileDescriptor? = nil, offset: Int64 = 0, bytes: UnsafeRawBufferPointer? = nil, size: Int64 = 0) {
             self.kind = kind
             self.path = path
             self.destination = destination
@@ -80,7 +81,8 @@ import SystemPackage
 
     /// Runs `body` with `observer` seeing every change the library makes to files, in every thread, then removes
     /// it. One observer at a time: a test that installs one runs alone (`.serialized`, its own process).
-    @_spi(Core) public static func observe<T>(_ observer: any Observer, _ body: () async throws -> T) async rethrows -> T {
+    @_spi(Core)
+    public static func observe<T>(_ observer: any Observer, _ body: () async throws -> T) async rethrows -> T {
         self.observer.withLock { $0 = observer }
         defer { self.observer.withLock { $0 = nil } }
         return try await body()
@@ -125,7 +127,8 @@ import SystemPackage
 
     /// Writes all of `bytes` at `offset` (`pwrite(2)`, short writes retried), or at the file's position when
     /// `offset` is `nil` (`write(2)`).
-    @_spi(Core) public static func write(_ descriptor: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: Int64?,
+    @_spi(Core)
+    public static func write(_ descriptor: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: Int64?,
                               path: FilePath) throws {
         let start = offset ?? (observer.withLock({ $0 }) == nil ? 0 : Int64(lseek(descriptor.rawValue, 0, SEEK_CUR)))
         try perform(Event(kind: .write, path: path, descriptor: descriptor, offset: start, bytes: bytes)) {

@@ -49,7 +49,8 @@ import SystemPackage
     @_spi(Core) public var hasFineTimes: Bool { modified.tv_nsec != 0 || changed.tv_nsec != 0 }
 
     /// Whether both name the same file (device and inode), whatever its content and times.
-    @_spi(Core) public func isSameFile(as other: FileIdentity) -> Bool { device == other.device && inode == other.inode }
+    @_spi(Core)
+    public func isSameFile(as other: FileIdentity) -> Bool { device == other.device && inode == other.inode }
 
     /// Whether both are the same file with the same size and times, to the nanosecond.
     @_spi(Core) public static func == (a: FileIdentity, b: FileIdentity) -> Bool {

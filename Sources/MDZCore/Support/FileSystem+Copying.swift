@@ -3,7 +3,8 @@ import SystemPackage
 extension FileSystem {
     /// Copies a file's bytes to a new file, returning their SHA-256 and size. The hash runs on a second thread
     /// (``ChunkPipeline``) while the next chunk is read and written.
-    @_spi(Core) public static func copyFile(_ source: FilePath, to destination: FilePath) throws -> (sha256: String, size: Int64) {
+    @_spi(Core)
+    public static func copyFile(_ source: FilePath, to destination: FilePath) throws -> (sha256: String, size: Int64) {
         let input = try openForReading(source)
         defer { try? input.close() }  // Squash close error of a read-only descriptor.
         let output: FileDescriptor

@@ -28,14 +28,16 @@ extension FileSystem {
     }
 
     /// Reads exactly `count` bytes at `offset`, or fewer at the end of the file.
-    @_spi(Core) public static func read(_ descriptor: FileDescriptor, at offset: Int64, count: Int, path: FilePath) throws -> [UInt8] {
+    @_spi(Core)
+    public static func read(_ descriptor: FileDescriptor, at offset: Int64, count: Int, path: FilePath) throws -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         let filled = try bytes.withUnsafeMutableBytes { try read(descriptor, at: offset, into: $0, path: path) }
         return filled == count ? bytes : Array(bytes[0..<filled])
     }
 
     /// Fills `buffer` from `offset` on, or reads up to the end of the file; returns the bytes read.
-    @_spi(Core) public static func read(_ descriptor: FileDescriptor, at offset: Int64, into buffer: UnsafeMutableRawBufferPointer,
+    @_spi(Core)
+    public static func read(_ descriptor: FileDescriptor, at offset: Int64, into buffer: UnsafeMutableRawBufferPointer,
                      path: FilePath) throws -> Int {
         var filled = 0
         do {

@@ -12,7 +12,8 @@ import SystemPackage
 
 extension FileSystem {
     /// `pwrite(2)` of all of `bytes` at `offset`.
-    @_spi(Core) public static func write(_ descriptor: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: Int64,
+    @_spi(Core)
+    public static func write(_ descriptor: FileDescriptor, _ bytes: UnsafeRawBufferPointer, at offset: Int64,
                       path: FilePath) throws {
         do { try FileIO.write(descriptor, bytes, at: offset, path: path) } catch {
             throw DocumentError.io("cannot write the file", path: path, errno: FileIO.errno(of: error))
@@ -20,7 +21,8 @@ extension FileSystem {
     }
 
     /// Writes all of `bytes` at the file's position, retrying short writes.
-    @_spi(Core) public static func writeAll(_ descriptor: FileDescriptor, _ bytes: UnsafeRawBufferPointer, path: FilePath) throws {
+    @_spi(Core)
+    public static func writeAll(_ descriptor: FileDescriptor, _ bytes: UnsafeRawBufferPointer, path: FilePath) throws {
         do { try FileIO.write(descriptor, bytes, at: nil, path: path) } catch {
             throw DocumentError.io("cannot write the file", path: path, errno: FileIO.errno(of: error))
         }
@@ -49,7 +51,8 @@ extension FileSystem {
 
     /// A new file without a name in `folder` (`TMPDIR`, else `/tmp`, by default), for scratch data that must vanish
     /// with the process: `O_TMPFILE`, or where the file system has none a file unlinked before its first byte.
-    @_spi(Core) public static func unnamedTemporaryFile(in folderPath: FilePath = temporaryFolder) throws -> FileDescriptor {
+    @_spi(Core)
+    public static func unnamedTemporaryFile(in folderPath: FilePath = temporaryFolder) throws -> FileDescriptor {
         let folder = folderPath.string
         #if os(Linux)
         let temporaryFile: Int32 = 0o20_000_000 | O_DIRECTORY  // O_TMPFILE

@@ -24,7 +24,8 @@ import SystemPackage
     private var atEnd = false
 
     /// A reader of `descriptor` (not closed by the reader) from `offset` on.
-    @_spi(Core) public init(_ descriptor: FileDescriptor, path: FilePath, from offset: Int64 = 0, maxLineLength: Int = 1 << 20) {
+    @_spi(Core)
+    public init(_ descriptor: FileDescriptor, path: FilePath, from offset: Int64 = 0, maxLineLength: Int = 1 << 20) {
         self.descriptor = descriptor
         self.path = path
         self.maxLineLength = maxLineLength

@@ -19,7 +19,8 @@ import Darwin
 /// more: about 20 ns a `withLock` uncontended against the futex's 5 on this project's machine, a call into libc where
 /// `Mutex` inlines an atomic; the library locks once or twice per page read, item or chunk, where that is noise. Not
 /// recursive: `body` must not call `withLock` on the same value.
-@_spi(Core) public final class Protected<Value>: @unchecked Sendable {  // `value` is touched only while `mutex` is locked
+@_spi(Core)
+public final class Protected<Value>: @unchecked Sendable {  // `value` is touched only while `mutex` is locked
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
 

@@ -14,7 +14,8 @@ import Crypto
 
     /// Hands each piece of `bytes` that lies inside one segment to `part`, in order, and calls `end` after the
     /// piece that completes a segment.
-    @_spi(Core) public mutating func cut(_ bytes: UnsafeRawBufferPointer, part: (UnsafeRawBufferPointer) -> Void, end: () -> Void) {
+    @_spi(Core)
+    public mutating func cut(_ bytes: UnsafeRawBufferPointer, part: (UnsafeRawBufferPointer) -> Void, end: () -> Void) {
         var rest = bytes
         while !rest.isEmpty {
             let take = Int(min(Int64(rest.count), interval - filled))

@@ -20,7 +20,8 @@ import Glibc
 /// hand; this is the one type that blocks a thread until a value is there. The lock and the condition are pthread's
 /// (as Foundation's `NSCondition` is, which only the full Foundation has), which ThreadSanitizer sees. Blocking work
 /// only: an async task awaits instead.
-@_spi(Core) public final class WaitableState<State: Sendable>: @unchecked Sendable {  // `state` is touched only while `condition` is locked
+@_spi(Core)
+public final class WaitableState<State: Sendable>: @unchecked Sendable {  // `state` is touched only while `condition` is locked
     private let condition = Condition()
     private var state: State
 

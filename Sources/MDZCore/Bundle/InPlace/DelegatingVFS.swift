@@ -9,7 +9,8 @@ import CMDZSQLite  // SQLite's types and the `md_*` calls, bound by the product 
 /// document's connection loads through them), randomness, sleep, time and the last OS error.
 @_spi(Core) public enum DelegatingVFS: Sendable {
     /// The default VFS a delegating VFS hands its calls to.
-    @_spi(Core) public static func fallback(_ vfs: UnsafeMutablePointer<sqlite3_vfs>?) -> UnsafeMutablePointer<sqlite3_vfs> {
+    @_spi(Core)
+    public static func fallback(_ vfs: UnsafeMutablePointer<sqlite3_vfs>?) -> UnsafeMutablePointer<sqlite3_vfs> {
         vfs!.pointee.pAppData.assumingMemoryBound(to: sqlite3_vfs.self)
     }
 

@@ -83,7 +83,8 @@ import SystemPackage
         @_spi(Core) public let start: Int64
         @_spi(Core) public let length: Int
 
-        @_spi(Core) public func callAsFunction(_ reason: String, code: DocumentError.Code = .checksumMismatch) -> DocumentError {
+        @_spi(Core)
+        public func callAsFunction(_ reason: String, code: DocumentError.Code = .checksumMismatch) -> DocumentError {
             DocumentError(code, path: path, entry: BundleLayout.store,
                           reason: "\(segment.map { "segment \($0)" } ?? "the store") (bytes \(start)-\(start + Int64(length) - 1)) \(reason); no byte of it was used")
         }

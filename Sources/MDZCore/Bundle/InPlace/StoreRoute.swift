@@ -142,7 +142,8 @@ import SystemPackage
         case segments(DocumentMetadata.SegmentDigests)
     }
 
-    @_spi(Core) public init(_ store: BundleEntry, size: Int64, interval: Int64, digests: [String], restarts: DeflateRestarts?,
+    @_spi(Core)
+    public init(_ store: BundleEntry, size: Int64, interval: Int64, digests: [String], restarts: DeflateRestarts?,
          restartsPerSegment: Int, whole: WholeCheck? = nil) {
         self.size = size
         self.interval = interval

@@ -15,7 +15,8 @@
     @_spi(Core) public let refusingWrites: (@Sendable () -> Void)?
     private let current: Protected<any StoreSource>
 
-    @_spi(Core) public init(_ source: any StoreSource, isImmutable: Bool, refusingWrites: (@Sendable () -> Void)? = nil) {
+    @_spi(Core)
+    public init(_ source: any StoreSource, isImmutable: Bool, refusingWrites: (@Sendable () -> Void)? = nil) {
         self.isImmutable = isImmutable
         self.refusingWrites = refusingWrites
         current = Protected(source)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks what the documents repeat from the code, so that it cannot drift:
 
-- the version of Sources/ManagedDocument/Version.swift is the one README.md (its "Version X.Y.Z" line and the
+- the version of Sources/MDZCore/Version.swift is the one README.md (its "Version X.Y.Z" line and the
   `from: "X.Y.Z"` of its manifest), CHANGELOG.md (its newest entry), docs/CLI.md ("describes version X.Y.Z") and
   docs/FORMAT.md ("version X.Y.Z") name;
 - README.md's list of what `scripts/setup.sh` installs is setup.sh's `packages=(…)`.
@@ -20,9 +20,9 @@ def read(relative):
     return (ROOT / relative).read_text()
 
 
-match = re.search(r'public static let string = "(\d+\.\d+\.\d+)"', read("Sources/ManagedDocument/Version.swift"))
+match = re.search(r'public static let string = "(\d+\.\d+\.\d+)"', read("Sources/MDZCore/Version.swift"))
 if not match:
-    sys.exit("[consistency] Sources/ManagedDocument/Version.swift: no `public static let string = \"X.Y.Z\"`")
+    sys.exit("[consistency] Sources/MDZCore/Version.swift: no `public static let string = \"X.Y.Z\"`")
 version = match.group(1)
 
 expectations = [

@@ -4,6 +4,7 @@
 // (every zip tool's reading), whenever both succeed (FORMAT.md 11.4: the polyglot family of scripts/hostile/polyglot.py).
 import Foundation
 import FuzzSupport
+@_spi(Core) import MDZCore
 @testable import ManagedDocument
 import SystemPackage
 

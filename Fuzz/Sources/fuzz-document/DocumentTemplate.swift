@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+@_spi(Core) import MDZCore
 @testable import ManagedDocument
 import SystemPackage
 

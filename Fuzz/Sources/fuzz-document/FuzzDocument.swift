@@ -6,6 +6,7 @@
 import Foundation
 import FuzzSupport
 import GRDB
+@_spi(Core) import MDZCore
 @testable import ManagedDocument
 import SystemPackage
 

@@ -1,3 +1,4 @@
+@_spi(Core) import MDZCore
 @testable import ManagedDocument
 
 /// The fuzzer's bytes read as a stream of choices: every byte string means something, and a stream that runs out

@@ -3,6 +3,7 @@
 import Foundation
 import FuzzSupport
 import SystemPackage
+@_spi(Core) import MDZCore
 @testable import ManagedDocument
 
 private let scratch = FuzzScratch("fleet")

@@ -2,6 +2,7 @@
 // followed by "compressed" bytes. The index goes through the reader's check first, as BundleReader does.
 import Foundation
 import FuzzSupport
+@_spi(Core) import MDZCore
 @testable import ManagedDocument
 import SystemPackage
 

@@ -1,6 +1,7 @@
 // The metadata decoder: DocumentMetadata.json as a bundle carries it, untrusted.
 import Foundation
 import FuzzSupport
+@_spi(Core) import MDZCore
 @testable import ManagedDocument
 
 @_cdecl("fuzz_metadata_main")

@@ -12,6 +12,26 @@ import Darwin
 
 /// One central-directory file header, with zip64 values already resolved to 64 bits.
 @_spi(Core) public struct ZipCentralRecord: Equatable, Sendable {
+    /// Memberwise.
+    @_spi(Core) public init(versionMadeBy: UInt16 = 0x031E, versionNeeded: UInt16 = 20, flags: UInt16 = 0, method: UInt16 = 0, modificationTime: UInt16 = 0, modificationDate: UInt16 = 0x21, crc32: UInt32 = 0, compressedSize: UInt64 = 0, uncompressedSize: UInt64 = 0, diskStart: UInt32 = 0, internalAttributes: UInt16 = 0, externalAttributes: UInt32 = 0, localHeaderOffset: UInt64 = 0, name: [UInt8] = [], extraFields: [ZipExtraField] = [], comment: [UInt8] = []) {
+        self.versionMadeBy = versionMadeBy
+        self.versionNeeded = versionNeeded
+        self.flags = flags
+        self.method = method
+        self.modificationTime = modificationTime
+        self.modificationDate = modificationDate
+        self.crc32 = crc32
+        self.compressedSize = compressedSize
+        self.uncompressedSize = uncompressedSize
+        self.diskStart = diskStart
+        self.internalAttributes = internalAttributes
+        self.externalAttributes = externalAttributes
+        self.localHeaderOffset = localHeaderOffset
+        self.name = name
+        self.extraFields = extraFields
+        self.comment = comment
+    }
+
     @_spi(Core) public var versionMadeBy: UInt16 = 0x031E  // Unix, APPNOTE 3.0
     @_spi(Core) public var versionNeeded: UInt16 = 20
     @_spi(Core) public var flags: UInt16 = 0
@@ -352,6 +372,17 @@ import Darwin
 /// sizes may need 64 bits (``isZIP64``) the local header has a zip64 field and the descriptor 8-byte sizes, which
 /// must be decided before the data is written; the central record takes zip64 values only where they are needed.
 @_spi(Core) public struct ZipStreamedEntry: Sendable {
+    /// Memberwise.
+    @_spi(Core) public init(name: [UInt8], method: UInt16, size: UInt64, time: UInt16, date: UInt16, unixTime: Int64, isZIP64: Bool) {
+        self.name = name
+        self.method = method
+        self.size = size
+        self.time = time
+        self.date = date
+        self.unixTime = unixTime
+        self.isZIP64 = isZIP64
+    }
+
     /// A classic 32-bit size field holds values below this; 0xFFFFFFFF itself means "in the zip64 field".
     @_spi(Core) public static let classicLimit = UInt64(UInt32.max)
     @_spi(Core) public static let descriptorSignature: UInt32 = 0x0807_4b50
@@ -480,4 +511,11 @@ extension Array where Element == UInt8 {
     let date = UInt16((year - 1980) << 9 | (Int(parts.tm_mon) + 1) << 5 | Int(parts.tm_mday))
     let time = UInt16(Int(parts.tm_hour) << 11 | Int(parts.tm_min) << 5 | Int(parts.tm_sec) / 2)
     return (time, date)
+}
+
+/// The zip container convention bundles follow (as ODF and EPUB containers do): a bare first entry naming the media
+/// type, which readers check and the writer puts first.
+@_spi(Core) public enum ZipContainer {
+    /// The name of the bare first entry that holds the media type.
+    @_spi(Core) public static let mimetypeEntryName = "mimetype"
 }

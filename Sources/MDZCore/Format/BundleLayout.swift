@@ -8,7 +8,7 @@ import SystemPackage
 /// See `docs/FORMAT.md` for the normative rules.
 public enum BundleLayout {
     /// The first entry: the media type, ASCII, stored.
-    public static let mimetype = ArchiveWriter.mimetypeEntryName
+    public static let mimetype = ZipContainer.mimetypeEntryName
     /// The metadata entry: UTF-8 JSON, ``DocumentMetadata``.
     public static let metadata = "DocumentMetadata.json"
     /// The SQLite store entry.

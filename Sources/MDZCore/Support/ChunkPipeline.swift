@@ -14,6 +14,12 @@ import Dispatch
     /// What a stream's chunks are hashed into: the SHA-256 of the whole stream, the SHA-256 of each segment of an
     /// interval (a version 2 store, FORMAT.md 13.1), or both.
     @_spi(Core) public struct Hashing: Sendable {
+        /// Memberwise.
+        @_spi(Core) public init(whole: Bool = true, segmentInterval: Int64? = nil) {
+            self.whole = whole
+            self.segmentInterval = segmentInterval
+        }
+
         @_spi(Core) public var whole = true
         @_spi(Core) public var segmentInterval: Int64? = nil
         @_spi(Core) public static let whole = Hashing()

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CArchive  // `struct stat`: Swift attributes it to the first module that includes <sys/stat.h>, CArchive in some builds
 import Foundation
 import SystemPackage
 @_spi(Core) import MDZCore

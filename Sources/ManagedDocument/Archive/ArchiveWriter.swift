@@ -4,17 +4,18 @@ import Glibc
 import Darwin
 #endif
 import CArchive  // sync_file_range(2), declared by its shim
+@_spi(Core) import MDZCore
 import SystemPackage
 
 /// What the writer learned about an entry while writing it.
-@_spi(Core) public struct EntryDigest: Equatable, Sendable {
-    @_spi(Core) public var name: String
-    @_spi(Core) public var size: Int64
+struct EntryDigest: Equatable, Sendable {
+    var name: String
+    var size: Int64
     /// The SHA-256 of its bytes; `nil` when the writer was asked not to compute it (a version 2 store, checked by its
     /// segment digests) or when it reused segments.
-    @_spi(Core) public var sha256: String?
+    var sha256: String?
     /// Where the entry's deflate stream starts afresh, when ``ParallelDeflater`` made it.
-    @_spi(Core) public var restarts: DeflateRestarts? = nil
+    var restarts: DeflateRestarts? = nil
 }
 
 /// Streams a zip archive whose first entry is a bare `mimetype` entry, writing every header itself.
@@ -27,13 +28,13 @@ import SystemPackage
 /// when needed). libarchive stays the reader: every bundle is re-read through it before it takes its name.
 ///
 /// Not `Sendable`: one writer belongs to one task.
-@_spi(Core) public final class ArchiveWriter {
-    /// The name of the bare first entry that holds the media type (the convention of ODF and EPUB containers).
-    @_spi(Core) public static let mimetypeEntryName = "mimetype"
+final class ArchiveWriter {
+    /// The name of the bare first entry that holds the media type (``ZipContainer/mimetypeEntryName``).
+    static let mimetypeEntryName = ZipContainer.mimetypeEntryName
 
     /// Entries at least this large are deflated on several threads when the writer has compression threads (smaller
     /// ones are deflated by ``ParallelDeflater`` on the calling thread).
-    @_spi(Core) public static let parallelDeflateThreshold: Int64 = 1 << 20
+    static let parallelDeflateThreshold: Int64 = 1 << 20
 
     private let sink: ArchiveSink
     private let path: FilePath
@@ -57,7 +58,7 @@ import SystemPackage
     ///   - compressionThreads: threads that deflate one large entry at once (``ParallelDeflater``); 0 deflates on the
     ///     calling thread. At most the cores this process may use are started: more would deflate no faster, and
     ///     each holds its own buffers.
-    @_spi(Core) public init(descriptor: FileDescriptor, path: FilePath, mediaType: String, deflateLevel: Int,
+    init(descriptor: FileDescriptor, path: FilePath, mediaType: String, deflateLevel: Int,
          modificationTime: Int64, forcesZIP64: Bool = false, compressionThreads: Int = 0) throws {
         precondition((0...9).contains(deflateLevel), "deflate level must be 0...9")
         self.path = path
@@ -101,8 +102,7 @@ import SystemPackage
     ///   - read: fills the buffer and returns how many bytes it wrote; 0 at the end.
     ///   - hashing: compute the SHA-256 of the entry's bytes (``EntryDigest/sha256``).
     @discardableResult
-    @_spi(Core)
-    public func addEntry(named name: String, size: Int64, compressed: Bool, reuse: ParallelDeflater.Reuse? = nil,
+    func addEntry(named name: String, size: Int64, compressed: Bool, reuse: ParallelDeflater.Reuse? = nil,
                   hashing: Bool = true, read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> EntryDigest {
         precondition(!isFinished, "entry added after finish()")
         precondition(size >= 0, "an entry's size is never negative")
@@ -218,7 +218,7 @@ import SystemPackage
 
     /// Adds an entry from bytes in memory.
     @discardableResult
-    @_spi(Core) public func addEntry(named name: String, bytes: [UInt8], compressed: Bool) throws -> EntryDigest {
+    func addEntry(named name: String, bytes: [UInt8], compressed: Bool) throws -> EntryDigest {
         var offset = 0
         return try addEntry(named: name, size: Int64(bytes.count), compressed: compressed) { buffer in
             let count = min(buffer.count, bytes.count - offset)
@@ -231,7 +231,7 @@ import SystemPackage
     }
 
     /// Writes the central directory and end records. The descriptor is left open and not yet synced.
-    @_spi(Core) public func finish() throws {
+    func finish() throws {
         precondition(!isFinished, "finish() called twice")
         isFinished = true
         let directoryOffset = sink.physicalOffset
@@ -253,29 +253,29 @@ import SystemPackage
 /// (`sync_file_range`, without waiting), so that the fsync before the rename finds most of the bundle on disk
 /// already instead of writing all of it then.
 private final class ArchiveSink {
-    @_spi(Core) public static let writebackInterval: Int64 = 8 << 20
+    static let writebackInterval: Int64 = 8 << 20
 
-    @_spi(Core) public let descriptor: FileDescriptor
-    @_spi(Core) public let path: FilePath
+    let descriptor: FileDescriptor
+    let path: FilePath
     /// Bytes written to the file (or buffered for it) so far.
-    @_spi(Core) public private(set) var physicalOffset: UInt64 = 0
+    private(set) var physicalOffset: UInt64 = 0
     /// Bytes that reached the file, and how many of them were handed to the kernel's writeback.
     private var fileOffset: Int64 = 0
     private var writebackOffset: Int64 = 0
     private var buffer: [UInt8] = []
     private let bufferLimit = 128 << 10
 
-    @_spi(Core) public init(descriptor: FileDescriptor, path: FilePath) {
+    init(descriptor: FileDescriptor, path: FilePath) {
         self.descriptor = descriptor
         self.path = path
         buffer.reserveCapacity(bufferLimit)
     }
 
-    @_spi(Core) public func write(_ bytes: [UInt8]) throws {
+    func write(_ bytes: [UInt8]) throws {
         try bytes.withUnsafeBytes { try write($0) }
     }
 
-    @_spi(Core) public func write(_ bytes: UnsafeRawBufferPointer) throws {
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
         physicalOffset += UInt64(bytes.count)
         try copyPending()
         if buffer.count + bytes.count > bufferLimit { try flush() }
@@ -303,7 +303,7 @@ private final class ArchiveSink {
 
     /// Copies `range` of `source` to the file (`origin` names the source in errors). Ranges that follow each other in
     /// the same source are copied in one go, up to ``copyChunk`` bytes, before the next bytes written.
-    @_spi(Core) public func copy(from source: FileDescriptor, range: Range<Int64>, origin: FilePath) throws {
+    func copy(from source: FileDescriptor, range: Range<Int64>, origin: FilePath) throws {
         physicalOffset += UInt64(range.count)
         if let pending = pendingCopy, pending.source == source, pending.range.upperBound == range.lowerBound,
            pending.range.count < Self.copyChunk {
@@ -315,7 +315,7 @@ private final class ArchiveSink {
     }
 
     /// The most bytes held back for one copy: copies start while the caller still decides what comes next.
-    @_spi(Core) public static let copyChunk = 8 << 20
+    static let copyChunk = 8 << 20
 
     /// A copy ``copy(from:range:origin:)`` holds back until the next write.
     private var pendingCopy: (source: FileDescriptor, range: Range<Int64>, origin: FilePath)?
@@ -340,7 +340,7 @@ private final class ArchiveSink {
         }
     }
 
-    @_spi(Core) public func flush() throws {
+    func flush() throws {
         try copyPending()
         guard !buffer.isEmpty else { return }
         try buffer.withUnsafeBytes { try writeToFile($0) }

@@ -4,6 +4,7 @@ import Glibc
 import ArgumentParser
 import CArchive
 import Foundation
+@_spi(Core) import MDZCore
 import ManagedDocument
 import SystemPackage
 
@@ -121,9 +122,9 @@ struct DocConvert: AsyncParsableCommand {
         defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
         var status = stat()
         guard fstat(descriptor.rawValue, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return false }
-        var head = [UInt8](repeating: 0, count: 16)
+        var head = [UInt8](repeating: 0, count: StoreHeader.magic.count)
         let count = (try? head.withUnsafeMutableBytes { try descriptor.read(fromAbsoluteOffset: 0, into: $0) }) ?? 0
-        return count == head.count && head == Array("SQLite format 3\0".utf8)
+        return count == head.count && StoreHeader.hasMagic(head)
     }
 }
 

@@ -22,13 +22,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ROOT / "Sources"
 LIBRARY = SOURCES / "ManagedDocument"
+CORE = SOURCES / "MDZCore"  # the reading core: a layer's folder may sit in either target
 ARTICLE = LIBRARY / "ManagedDocument.docc" / "Architecture.md"
 
 # Types of the dependencies and the platform that the article names on purpose.
 EXTERNAL = {"Mutex", "Stat", "FileDescriptor", "Errno", "FilePath", "DatabaseQueue", "DatabasePool",
             "DatabaseMigrator", "Database", "Sendable", "Thread", "DispatchSemaphore", "DispatchQueue", "Logger",
             "SHA256", "Task", "AsyncStream", "Data", "Date", "URL", "Value", "UIManagedDocument", "UIDocument",
-            "ValueObservation", "TransactionObserver", "UUID", "FoundationEssentials"}
+            "ValueObservation", "TransactionObserver", "UUID", "FoundationEssentials", "DatabaseError"}
+# The package's targets, which the article names as modules.
+EXTERNAL |= set(re.findall(r'name: "(\w+)"', (ROOT / "Package.swift").read_text()))
 
 TYPE_DECLARATION = re.compile(r"\b(?:struct|class|enum|protocol|actor|typealias)\s+([A-Z]\w*)")
 MEMBER_DECLARATION = re.compile(r"\b(?:func|var|let|case|struct|class|enum|protocol|typealias)\s+`?(\w+)")
@@ -54,7 +57,7 @@ def path_exists(token: str, file_names: set[str]) -> bool:
     candidate = token.rstrip("/")
     if "/" not in candidate and not token.endswith("/"):
         return candidate in file_names
-    return any((base / candidate).exists() for base in (LIBRARY, SOURCES, ROOT))
+    return any((base / candidate).exists() for base in (LIBRARY, CORE, SOURCES, ROOT))
 
 
 def main() -> int:

@@ -316,8 +316,7 @@ public enum BundleWriter {
                 reason: "the store was written from the bytes the conversion read and checked"))
         }
         let bytes = try StoreBytes(input)
-        let (plan, reason) = try planReuse(input, bytes: bytes, compressed: compressed, target: target,
-                                           options: options)
+        let decision = try planReuse(input, bytes: bytes, compressed: compressed, target: target, options: options)
         var position: Int64 = 0
         // > An overlay's bytes are asked for a window ahead of the reads (a file's and the base's read ahead alone).
         let window: Int64 = 32 << 20
@@ -332,7 +331,7 @@ public enum BundleWriter {
             position += Int64(count)
             return count
         }
-        if let plan {
+        if case .reuse(let plan) = decision {
             let reuse = ParallelDeflater.Reuse(crc32: { try plan.reusedCRC($0) }, skip: { position += $0 },
                                                source: { plan.source($0) },
                                                compressedCRC32C: { plan.recordedCompressedCRC($0) })
@@ -348,42 +347,39 @@ public enum BundleWriter {
         let (digest, segments) = try addEntry(named: BundleLayout.store, size: bytes.size, deflate: deflate,
                                               to: writer, segmentDigests: options.maximumSegmentDigests,
                                               hashingWhole: hashingWhole, reuse: nil, read: read)
+        let reason = if case .full(let why) = decision { why } else { "" }
         let report = SaveReport(mode: .full, segments: digest.restarts?.offsets.count ?? 0, reusedSegments: 0,
                                 reason: reason)
         return (digest, segments, nil, report)
     }
 
-    /// The reuse of the replaced bundle's store segments the input allows, or `nil` with the reason.
+    /// Whether the replaced bundle's store segments may be reused, and how, or why the store is written whole.
     private static func planReuse(_ input: StoreInput, bytes: StoreBytes, compressed: Bool, target: FilePath,
-                                  options: WritingOptions) throws -> (SegmentReuse?, String) {
+                                  options: WritingOptions) throws -> SegmentReuse.Decision {
         let previous: BundleReader, loan: SegmentLoan
         switch input {
-        case .image: return (nil, "")
+        case .image: return .full("")
         case .file(_, let reusing):
             guard let reusing else {
-                return (nil, "no bundle this process verified to reuse (a first save, or incremental saves are off)")
+                return .full("no bundle this process verified to reuse (a first save, or incremental saves are off)")
             }
             do {
                 previous = try BundleReader(at: target)
             } catch let error as DocumentError {
-                return (nil, "the bundle being replaced cannot be read (\(error.reason))")
+                return .full("the bundle being replaced cannot be read (\(error.reason))")
             }
             loan = reusing
         case .composed(_, let base, let whyWhole):
-            guard let base else { return (nil, whyWhole) }
+            guard let base else { return .full(whyWhole) }
             (previous, loan) = (base, SegmentLoan(base: base.openedIdentity))
         }
         if compressed, bytes.size < ArchiveWriter.parallelDeflateThreshold {
             // > Such a store is written with no restart index: there are no segments to reuse, and deflating it
             // > whole takes milliseconds.
-            return (nil, "a store under 1 MiB is deflated whole (it has no restart segments to reuse)")
+            return .full("a store under 1 MiB is deflated whole (it has no restart segments to reuse)")
         }
-        guard compressed else { return (nil, "the store is stored, not deflated: there is nothing to save by reusing it") }
-        switch try SegmentReuse.plan(bytes, previous: previous, loan: loan,
-                                     maximumDigests: options.maximumSegmentDigests) {
-        case .reuse(let plan): return (plan, "")
-        case .full(let why): return (nil, why)
-        }
+        guard compressed else { return .full("the store is stored, not deflated: there is nothing to save by reusing it") }
+        return try SegmentReuse.plan(bytes, previous: previous, loan: loan, maximumDigests: options.maximumSegmentDigests)
     }
 
     /// Creates a new document whose store is an empty SQLite database.

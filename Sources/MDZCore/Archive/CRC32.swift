@@ -56,10 +56,3 @@ import CArchive
         return crc.value
     }
 }
-
-/// Whether deflating is worth it: a sample of the data (its first 64 KiB) shrinks by at least 5 % at ISA-L's level 1.
-/// Already-compressed content (photos, archives) is stored instead, which is faster to write and to read.
-@_spi(Core) public func isWorthDeflating(_ sample: UnsafeRawBufferPointer) -> Bool {
-    guard sample.count >= 512, let deflated = DeflateEngine.deflatedSize(of: sample) else { return true }
-    return Double(deflated) < Double(sample.count) * 0.95
-}

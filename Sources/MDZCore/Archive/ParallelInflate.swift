@@ -49,7 +49,7 @@ import SystemPackage
     /// The most compressed bytes a segment of `length` uncompressed bytes may take: what ``ParallelDeflater``'s
     /// slices can take at most (a stored block's overhead is far below it).
     @_spi(Core) public static func compressedBound(forLength length: Int64) -> Int64 {
-        ParallelDeflater.compressedBound(forSize: length)
+        DeflateBounds.compressedBound(forSize: length)
     }
 
     /// Whether the index describes an entry of `size` bytes deflated into `compressedSize` bytes; a reason when not.

@@ -330,7 +330,7 @@ extension BundleReader {
     /// entry is inflated in one stream by libarchive.
     private func parallelRestarts(for entry: BundleEntry) -> DocumentMetadata.DeflateRestarts? {
         guard entry.role == .store, entry.isCompressed, case .used = restartIndex,
-              let restarts = metadata.store.deflateRestarts, ParallelDeflater.availableCores > 1,
+              let restarts = metadata.store.deflateRestarts, DeflateBounds.availableCores > 1,
               (ParallelInflater.minInterval...ParallelInflater.maxInterval).contains(restarts.interval)
         else { return nil }
         return restarts  // checked against the entry when the reader opened
@@ -342,7 +342,7 @@ extension BundleReader {
                                    consume: (UnsafeRawBufferPointer) throws -> Void) throws -> String? {
         let result: ParallelInflater.Result
         do {
-            let inflater = try ParallelInflater(workers: ParallelDeflater.availableCores, interval: restarts.interval)
+            let inflater = try ParallelInflater(workers: DeflateBounds.availableCores, interval: restarts.interval)
             result = try inflater.inflate(descriptor, dataOffset: entry.dataOffset, size: entry.size,
                                           compressedSize: entry.compressedSize, restarts: restarts, hashing: hashing,
                                           consume: consume)

@@ -82,7 +82,7 @@ import SystemPackage
         let size = reader.metadata.store.size
         let limit = min(reader.limits.maxRestartSegmentSize, reader.limits.maxDigestSegmentSize, UInt64(UInt32.max))
         guard size >= 0, UInt64(size) <= limit,
-              Int64(clamping: store.compressedSize) <= ParallelDeflater.compressedBound(forSize: size) else { return nil }
+              Int64(clamping: store.compressedSize) <= DeflateBounds.compressedBound(forSize: size) else { return nil }
         // > One segment, the whole store: one restart segment (the whole stream, ending with its final block) for a
         // > deflated store, checked against the store's SHA-256.
         let recorded = reader.metadata.store

@@ -7,6 +7,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import SystemPackage
+@_spi(Core) import MDZCore
 
 /// Compresses one stream into a single raw deflate stream on several cores, the way pigz does.
 ///
@@ -27,32 +28,32 @@ import SystemPackage
 /// the caller's thread compresses each slice itself, in one slot sized to the entry when it is smaller than a slice.
 ///
 /// Not `Sendable`: one compression at a time, driven from one thread.
-@_spi(Core) public final class ParallelDeflater {
-    @_spi(Core) public static let dictionarySize = 32 << 10
+final class ParallelDeflater {
+    static let dictionarySize = 32 << 10
     /// The smallest slice of any engine: ``compressedBound(forSize:)`` and restart intervals are counted in these.
-    @_spi(Core) public static let minimumSliceSize = 64 << 10
+    static let minimumSliceSize = DeflateBounds.minimumSliceSize
 
     /// Bytes per slice at a level: ISA-L compresses 128 KiB slices without a dictionary about as small as 64 KiB
     /// slices primed with one, and much faster; zlib's slices stay at 64 KiB (pigz's scheme, less memory a slot).
-    @_spi(Core) public static func sliceSize(forLevel level: Int) -> Int {
+    static func sliceSize(forLevel level: Int) -> Int {
         DeflateEngine.isFast(level) ? 128 << 10 : minimumSliceSize
     }
 
     /// The result of one compression.
-    @_spi(Core) public struct Result: Sendable {
-        @_spi(Core) public var uncompressedSize: Int64
-        @_spi(Core) public var compressedSize: Int64
-        @_spi(Core) public var crc32: UInt32
+    struct Result: Sendable {
+        var uncompressedSize: Int64
+        var compressedSize: Int64
+        var crc32: UInt32
         /// The SHA-256 of the source; `nil` when not asked for, or when segments were reused (the source is not
         /// read where they are).
-        @_spi(Core) public var sha256: String?
+        var sha256: String?
         /// Where each segment of ``restartInterval`` bytes starts in the compressed stream, with each segment's
         /// CRC-32 (``DeflateRestarts/crc32s``) and its compressed bytes' CRC-32C (``DeflateRestarts/compressedCRC32Cs``).
-        @_spi(Core) public var restarts: DeflateRestarts
+        var restarts: DeflateRestarts
     }
 
     /// Why a compression stopped; the caller names the entry.
-    @_spi(Core) public enum Failure: Error, Sendable {
+    enum Failure: Error, Sendable {
         /// The compressor (ISA-L or zlib, named) refused, or the output did not fit its bound.
         case compressor(String, SliceDeflater.Failure)
         /// A compressor's state could not be allocated.
@@ -63,23 +64,23 @@ import SystemPackage
 
     /// One slot of the ring: the slice with its dictionary in front, and the compressed output.
     private final class Slot: @unchecked Sendable {  // hot path: MiB buffers handed over by `done`, one side at a time
-        @_spi(Core) public let input: UnsafeMutableRawBufferPointer  // [dictionary | slice]
-        @_spi(Core) public let output: UnsafeMutableRawBufferPointer
-        @_spi(Core) public let capacity: Int
-        @_spi(Core) public let done = DispatchSemaphore(value: 0)
-        @_spi(Core) public var dictionaryLength = 0
-        @_spi(Core) public var length = 0
-        @_spi(Core) public var isLast = false
-        @_spi(Core) public var isRestart = false
+        let input: UnsafeMutableRawBufferPointer  // [dictionary | slice]
+        let output: UnsafeMutableRawBufferPointer
+        let capacity: Int
+        let done = DispatchSemaphore(value: 0)
+        var dictionaryLength = 0
+        var length = 0
+        var isLast = false
+        var isRestart = false
         /// The restart segment this slot stands for when its compressed bytes are reused (``Reuse``).
-        @_spi(Core) public var reusedSegment: Int?
-        @_spi(Core) public var isPending = false
-        @_spi(Core) public var compressedLength = 0
-        @_spi(Core) public var failure: SliceDeflater.Failure?
-        @_spi(Core) public var crc32: UInt32 = 0
+        var reusedSegment: Int?
+        var isPending = false
+        var compressedLength = 0
+        var failure: SliceDeflater.Failure?
+        var crc32: UInt32 = 0
 
         /// A slot for slices of up to `capacity` bytes.
-        @_spi(Core) public init(capacity: Int) {
+        init(capacity: Int) {
             self.capacity = capacity
             input = .allocate(byteCount: ParallelDeflater.dictionarySize + capacity, alignment: 64)
             output = .allocate(byteCount: ParallelDeflater.outputCapacity(forSlice: capacity), alignment: 64)
@@ -90,7 +91,7 @@ import SystemPackage
             output.deallocate()
         }
 
-        @_spi(Core) public var slice: UnsafeMutableRawBufferPointer {
+        var slice: UnsafeMutableRawBufferPointer {
             UnsafeMutableRawBufferPointer(rebasing: input[ParallelDeflater.dictionarySize...])
         }
     }
@@ -98,16 +99,16 @@ import SystemPackage
     /// A worker's compressor state (ISA-L's or zlib's, by level); touched only on its own serial queue.
     private final class Worker: @unchecked Sendable {  // a C codec handle, touched only on its own serial queue
         /// `nil` for the caller's own thread.
-        @_spi(Core) public let queue: DispatchQueue?
-        @_spi(Core) public let deflater: SliceDeflater
+        let queue: DispatchQueue?
+        let deflater: SliceDeflater
 
-        @_spi(Core) public init(index: Int?, level: Int) throws {
+        init(index: Int?, level: Int) throws {
             queue = index.map { DispatchQueue(label: "ManagedDocument.deflate.\($0)") }
             guard let deflater = SliceDeflater(level: level) else { throw Failure.outOfMemory }
             self.deflater = deflater
         }
 
-        @_spi(Core) public func compress(_ slot: Slot) {
+        func compress(_ slot: Slot) {
             let dictionary = UnsafeRawBufferPointer(
                 rebasing: slot.input[(ParallelDeflater.dictionarySize - slot.dictionaryLength)..<ParallelDeflater.dictionarySize])
             let input = UnsafeRawBufferPointer(rebasing: slot.slice[..<slot.length])
@@ -127,27 +128,24 @@ import SystemPackage
     }
 
     /// The output space that always holds one compressed slice of `length` bytes.
-    @_spi(Core) public static func outputCapacity(forSlice length: Int) -> Int {
-        SliceDeflater.capacity(forSlice: length)
+    static func outputCapacity(forSlice length: Int) -> Int {
+        DeflateBounds.outputCapacity(forSlice: length)
     }
 
     /// The most bytes ``compress(size:read:write:)`` can produce for `size` input bytes, whatever the engine (counted
     /// in the smallest slices, whose overheads add up to the most). Saturates at `Int64.max` (readers ask it of sizes
     /// a bundle declares).
-    @_spi(Core) public static func compressedBound(forSize size: Int64) -> Int64 {
-        let slice = Int64(minimumSliceSize)
-        let slices = max(1, size / slice + (size % slice > 0 ? 1 : 0))
-        let (bound, overflow) = slices.multipliedReportingOverflow(by: Int64(outputCapacity(forSlice: minimumSliceSize)))
-        return overflow ? .max : bound
+    static func compressedBound(forSize size: Int64) -> Int64 {
+        DeflateBounds.compressedBound(forSize: size)
     }
 
     /// The number of cores this process may use (its CPU affinity and cgroup quota included).
-    @_spi(Core) public static var availableCores: Int { max(1, ProcessInfo.processInfo.activeProcessorCount) }
+    static var availableCores: Int { DeflateBounds.availableCores }
 
     /// Uncompressed bytes between two points where the stream starts afresh (no dictionary), so that a reader
     /// can inflate the segments on several cores: 128 KiB, or more for stores over 2 GiB, so that no stream has
     /// more than 16,384 segments. Always a multiple of every engine's ``sliceSize(forLevel:)``.
-    @_spi(Core) public static func restartInterval(forSize size: Int64) -> Int {
+    static func restartInterval(forSize size: Int64) -> Int {
         var interval = 128 << 10
         while Int64(interval) * 16_384 < size { interval *= 2 }
         return interval
@@ -165,7 +163,7 @@ import SystemPackage
     ///   - workers: threads compressing at once; 0 compresses on the caller's thread.
     ///   - restartInterval: uncompressed bytes between fresh starts, a multiple of ``sliceSize(forLevel:)``.
     ///   - size: the stream's size, when known: no slot is larger than it needs to be.
-    @_spi(Core) public init(level: Int, workers: Int, restartInterval: Int, size: Int64? = nil) throws {
+    init(level: Int, workers: Int, restartInterval: Int, size: Int64? = nil) throws {
         precondition((1...9).contains(level), "deflate level must be 1...9")
         let sliceSize = Self.sliceSize(forLevel: level)
         precondition(restartInterval > 0 && restartInterval % sliceSize == 0, "restarts fall on slice boundaries")
@@ -196,9 +194,9 @@ import SystemPackage
     /// instead of being compressed again (an incremental save, FORMAT.md 16.1). The caller proved each reused
     /// segment's bytes unchanged and knows their CRC-32 (the source is not read where segments are reused, so this
     /// compressor cannot hash it: a version 2 store needs no whole-stream SHA-256).
-    @_spi(Core) public struct Reuse {
+    struct Reuse {
         /// Memberwise.
-        @_spi(Core) public init(crc32: @escaping (_ index: Int) throws -> UInt32?,
+        init(crc32: @escaping (_ index: Int) throws -> UInt32?,
                                 skip: @escaping (_ count: Int64) throws -> Void,
                                 source: @escaping (_ index: Int) -> (file: FileDescriptor, range: Range<Int64>, path: FilePath),
                                 compressedCRC32C: @escaping (_ index: Int) -> UInt32) {
@@ -211,21 +209,21 @@ import SystemPackage
         /// The CRC-32 of restart segment `index`'s uncompressed bytes when its compressed bytes are reused; `nil`
         /// when it is compressed. Only the last segment of the stream may be a reused last segment (one that ends
         /// the stream): the caller reuses a last segment only as the last.
-        @_spi(Core) public var crc32: (_ index: Int) throws -> UInt32?
+        var crc32: (_ index: Int) throws -> UInt32?
         /// Moves the source past `count` bytes (those of a reused segment).
-        @_spi(Core) public var skip: (_ count: Int64) throws -> Void
+        var skip: (_ count: Int64) throws -> Void
         /// Where restart segment `index`'s reused compressed bytes lie: the file, the byte range, its path.
-        @_spi(Core) public var source: (_ index: Int) -> (file: FileDescriptor, range: Range<Int64>, path: FilePath)
+        var source: (_ index: Int) -> (file: FileDescriptor, range: Range<Int64>, path: FilePath)
         /// The CRC-32C of restart segment `index`'s reused compressed bytes, as the earlier stream's index records it
         /// (carried over unread, as the CRC-32; the caller checks the copied bytes against it before the stream is
         /// used).
-        @_spi(Core) public var compressedCRC32C: (_ index: Int) -> UInt32
+        var compressedCRC32C: (_ index: Int) -> UInt32
     }
 
     /// Compresses exactly `size` bytes pulled from `read` (which returns 0 at the end) and hands the compressed bytes,
     /// in order, to `write`; with `reuse`, the restart segments it names are handed to `copy` (a file range) instead.
     /// With `hashing`, the source's SHA-256 is computed too (never when segments are reused).
-    @_spi(Core) public func compress(size: Int64, read: (UnsafeMutableRawBufferPointer) throws -> Int,
+    func compress(size: Int64, read: (UnsafeMutableRawBufferPointer) throws -> Int,
                   write: (UnsafeRawBufferPointer) throws -> Void,
                   copy: (FileDescriptor, Range<Int64>, FilePath) throws -> Void = { _, _, _ in },
                   reuse: Reuse? = nil, hashing: Bool = true) throws -> Result {

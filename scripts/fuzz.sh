@@ -26,8 +26,16 @@ echo "fuzz: building ${targets[*]} with -sanitize=fuzzer,address (the first buil
 for name in "${targets[@]}"; do
     # > A build that fails must not leave the previous binary to be run as if it were this source's.
     rm -f "$work/build/release/fuzz-$name"
-    swift build --package-path Fuzz --scratch-path "$work/build" -c release -Xswiftc -sanitize=fuzzer,address \
-        -Xswiftc -enable-testing --toolset "$toolset" --product "fuzz-$name" 2>&1 | grep -E "error|warning: unre|Compiling fuzz|Build of" || true
+    for attempt in 1 2; do
+        swift build --package-path Fuzz --scratch-path "$work/build" -c release -Xswiftc -sanitize=fuzzer,address \
+            -Xswiftc -enable-testing --toolset "$toolset" --product "fuzz-$name" > "$work/build.log" 2>&1 || true
+        grep -E "error|warning: unre|Compiling fuzz|Build of" "$work/build.log" || true
+        # > SwiftPM keeps the build plan of the main package (a path dependency here) when one of its source files
+        # > moved, and then misses the old path: the plan is made again, once.
+        grep -q "because of missing inputs" "$work/build.log" || break
+        echo "fuzz: a source file of the package moved since the last build; planning the build again" >&2
+        rm -f "$work/build/release.yaml" "$work/build/build.db" "$work/build/x86_64-unknown-linux-gnu/release/description.json"
+    done
     [ -x "$work/build/release/fuzz-$name" ] || { echo "fuzz: fuzz-$name did not build" >&2; exit 1; }
 done
 

@@ -10,8 +10,8 @@ import SystemPackage
 /// cannot name a VFS: Datasette, sqlite-utils, pandas on a path, any program calling `sqlite3_open`.
 ///
 /// The default VFS (SQLite's `unix`) keeps its identity and every method but one: its `xOpen` is interposed, so a
-/// main database that is a bundle is served by the `mdz` VFS's reading ( ``DocumentVFS/open(_:_:_:_:named:fallback:)``
-/// ), and every other file (a plain database, a new one, an attached one, a `VACUUM INTO` target, journals, WALs,
+/// main database that is a bundle is served by the `mdz` VFS's reading (``DocumentVFS/open(_:_:_:_:named:fallback:)``),
+/// and every other file (a plain database, a new one, an attached one, a `VACUUM INTO` target, journals, WALs,
 /// temporary files) goes to its own `xOpen`, unchanged, creation included.
 ///
 /// Why not register `mdz` as a new default VFS: SQLite matches a shared-cache database (`file:name?mode=memory&

@@ -313,10 +313,9 @@ final class DanglingLinks: Sendable {
         return seen.links.sorted().compactMap { link in
             let path = root.pushing(FilePath(link))
             guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: path.string) else { return nil }
-            let resolved = path.removingLastComponent().pushing(FilePath(target)).lexicallyNormalized()
-            guard !FileManager.default.fileExists(atPath: resolved.string),
-                  case let relative = String(resolved.string.dropFirst(root.lexicallyNormalized().string.count + 1)),
-                  resolved.starts(with: root.lexicallyNormalized()), let item = seen.moved[relative] else { return nil }
+            var relative = path.removingLastComponent().pushing(FilePath(target)).lexicallyNormalized()
+            guard !FileManager.default.fileExists(atPath: relative.string),
+                  relative.removePrefix(root.lexicallyNormalized()), let item = seen.moved[relative.string] else { return nil }
             let place = item.legacyFiles == "deleted" ? "was deleted" : "was moved into \(item.legacyFiles ?? "the backup folder")"
             return "link \(link) -> \(target) now dangles: its target \(place) once it was converted into \(item.bundle ?? "a bundle"); point the link at the bundle, or remove it"
         }

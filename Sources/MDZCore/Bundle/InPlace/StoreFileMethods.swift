@@ -8,8 +8,9 @@ import CMDZSQLite  // SQLite's types and the `md_*` calls, bound by the product 
 /// `mdzvfs` loadable extension.
 ///
 /// Reads copy from the slot's source (a segment that fails its digest is a read error, recorded by the source, never
-/// bytes); writes and truncation are refused as read-only; locks are no-ops, and an immutable slot says so
-/// (`SQLITE_IOCAP_IMMUTABLE`: SQLite then takes no locks and looks for no journal or WAL).
+/// bytes); writes, truncation and write locks are refused as read-only (a write lock first tells the slot's
+/// `refusingWrites`); read locks are no-ops, and an immutable slot says so (`SQLITE_IOCAP_IMMUTABLE`: SQLite then takes
+/// no locks and looks for no journal or WAL).
 @_spi(Core) public enum StoreFileMethods: Sendable {
     /// Makes `file` (allocated by SQLite, `szOsFile` bytes) a store file that reads `slot`, keeping the slot until
     /// SQLite closes the file.

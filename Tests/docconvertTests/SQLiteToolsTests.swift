@@ -101,6 +101,18 @@ struct SQLiteToolsTests {
             except sqlite3.OperationalError as error:
                 out['missingNamed'] = str(error)
             sqlite3.connect('created.db').execute('CREATE TABLE n(x)')
+            # > Damaged documents by path: cut short, and one byte of the store's entry changed. An error, never rows.
+            data = open(document, 'rb').read()
+            open('cut.mdz', 'wb').write(data[:len(data) // 2])
+            at = data.index(b'StoreContent/persistentStore') + 40
+            open('flipped.mdz', 'wb').write(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:])
+            out['damaged'] = []
+            for name in ('cut.mdz', 'flipped.mdz'):
+                try:
+                    rows = sqlite3.connect(name).execute('SELECT count(*) FROM ZDISH').fetchall()
+                    out['damaged'].append('rows: %r' % rows)
+                except sqlite3.DatabaseError as error:
+                    out['damaged'].append('error')
             print('writing', file=sys.stderr, flush=True)
             out['refused'] = []
             for statement in ('DELETE FROM ZDISH', 'CREATE TABLE t(x)', 'PRAGMA user_version = 7'):
@@ -129,6 +141,7 @@ struct SQLiteToolsTests {
             #expect(FileManager.default.fileExists(atPath: folder.appending(name).string), "\(name) was not created")
         }
         #expect(!FileManager.default.fileExists(atPath: folder.appending("missing.mdz").string))
+        #expect((out["damaged"] as? [String]) == ["error", "error"], "\(out["damaged"] ?? "")")
         // > The notice says how to edit a document only when something writes: three times, all after "writing".
         let notice = "served read-only by the mdz VFS"
         let parts = result.stderr.components(separatedBy: "writing\n")

@@ -61,67 +61,7 @@ struct SQLiteToolsTests {
         let folder = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: folder.string) }  // Squash cleanup error.
         let (document, store) = try self.document("TasteB.sqlite", in: folder, named: "Taste # 100% done.mdz")
-        let script = Self.common + """
-            library, document, store, folder = sys.argv[1:5]
-            os.chdir(folder)
-            out = {}
-            # > A shared-cache memory database made before the load, as Datasette's internal one.
-            early = sqlite3.connect('file:internal?mode=memory&cache=shared', uri=True)
-            early.execute('CREATE TABLE databases(x)'); early.commit()
-            # > A connection to the document made before the load (the shell, sqlite-utils): loaded twice.
-            adopted = sqlite3.connect(document)
-            adopted.enable_load_extension(True)
-            for _ in range(2):
-                adopted.execute("SELECT load_extension(?, 'sqlite3_mdzvfs_default_init')", (library,))
-            print('loaded', file=sys.stderr, flush=True)
-            out['adopted'] = digests(adopted)
-            late = sqlite3.connect('file:internal?mode=memory&cache=shared', uri=True)
-            out['shared'] = late.execute("SELECT count(*) FROM sqlite_schema WHERE name = 'databases'").fetchone()[0]
-            out['byPath'] = digests(sqlite3.connect(document))
-            out['readOnly'] = digests(sqlite3.connect(quote(document) + '?mode=ro', uri=True))
-            out['named'] = digests(sqlite3.connect(quote(document) + '?vfs=mdz', uri=True))
-            out['extracted'] = digests(sqlite3.connect(quote(store) + '?mode=ro', uri=True))
-            print('read', file=sys.stderr, flush=True)
-            # > Every other file passes to the default VFS, creation included.
-            con = sqlite3.connect(document)
-            con.execute("ATTACH 'attached.db' AS a"); con.execute('CREATE TABLE a.t(x)')
-            con.execute('INSERT INTO a.t VALUES (1)'); con.commit()
-            con.execute("VACUUM INTO 'copy.sqlite'")
-            out['copy'] = digests(sqlite3.connect('copy.sqlite'))
-            named = sqlite3.connect(quote(document) + '?vfs=mdz', uri=True)
-            named.execute("ATTACH 'attached-named.db' AS a"); named.execute('CREATE TABLE a.t(x)'); named.commit()
-            named.execute("VACUUM INTO 'copy-named.sqlite'")
-            plain = sqlite3.connect('plain.db'); plain.execute('PRAGMA journal_mode = WAL')
-            plain.execute('CREATE TABLE p(x)'); plain.execute('INSERT INTO p VALUES (2)'); plain.commit()
-            out['plain'] = plain.execute('SELECT x FROM p').fetchall()
-            sqlite3.connect('').execute('CREATE TABLE z(x)')
-            try:
-                sqlite3.connect('file:missing.mdz?vfs=mdz', uri=True).execute('SELECT 1 FROM sqlite_schema')
-                out['missingNamed'] = 'opened'
-            except sqlite3.OperationalError as error:
-                out['missingNamed'] = str(error)
-            sqlite3.connect('created.db').execute('CREATE TABLE n(x)')
-            # > Damaged documents by path: cut short, and one byte of the store's entry changed. An error, never rows.
-            data = open(document, 'rb').read()
-            open('cut.mdz', 'wb').write(data[:len(data) // 2])
-            at = data.index(b'StoreContent/persistentStore') + 40
-            open('flipped.mdz', 'wb').write(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:])
-            out['damaged'] = []
-            for name in ('cut.mdz', 'flipped.mdz'):
-                try:
-                    rows = sqlite3.connect(name).execute('SELECT count(*) FROM ZDISH').fetchall()
-                    out['damaged'].append('rows: %r' % rows)
-                except sqlite3.DatabaseError as error:
-                    out['damaged'].append('error')
-            print('writing', file=sys.stderr, flush=True)
-            out['refused'] = []
-            for statement in ('DELETE FROM ZDISH', 'CREATE TABLE t(x)', 'PRAGMA user_version = 7'):
-                try:
-                    con.execute(statement); con.commit(); out['refused'].append('written: ' + statement)
-                except sqlite3.OperationalError as error:
-                    out['refused'].append(str(error))
-            print(json.dumps(out))
-            """
+        let script = Self.common + Self.byPathScript
         var environment = ProcessInfo.processInfo.environment
         environment["MDZVFS_LOG"] = "stderr"
         let result = try SQLiteHosts.runPython(script, [document, store, folder.string], environment: environment)
@@ -149,6 +89,70 @@ struct SQLiteToolsTests {
         #expect(parts.last?.components(separatedBy: notice).count == 4, "\(result.stderr)")
         #expect(!result.stderr.contains("mdz: ") || result.stderr.contains("missing.mdz"), "\(result.stderr)")
     }
+
+    /// Python by path with the default entry point: a shared memory database and a connection made before the load,
+    /// the document by path, read-only and named, the plain files that pass through, damaged documents, and writes.
+    static let byPathScript = """
+        library, document, store, folder = sys.argv[1:5]
+        os.chdir(folder)
+        out = {}
+        # > A shared-cache memory database made before the load, as Datasette's internal one.
+        early = sqlite3.connect('file:internal?mode=memory&cache=shared', uri=True)
+        early.execute('CREATE TABLE databases(x)'); early.commit()
+        # > A connection to the document made before the load (the shell, sqlite-utils): loaded twice.
+        adopted = sqlite3.connect(document)
+        adopted.enable_load_extension(True)
+        for _ in range(2):
+            adopted.execute("SELECT load_extension(?, 'sqlite3_mdzvfs_default_init')", (library,))
+        print('loaded', file=sys.stderr, flush=True)
+        out['adopted'] = digests(adopted)
+        late = sqlite3.connect('file:internal?mode=memory&cache=shared', uri=True)
+        out['shared'] = late.execute("SELECT count(*) FROM sqlite_schema WHERE name = 'databases'").fetchone()[0]
+        out['byPath'] = digests(sqlite3.connect(document))
+        out['readOnly'] = digests(sqlite3.connect(quote(document) + '?mode=ro', uri=True))
+        out['named'] = digests(sqlite3.connect(quote(document) + '?vfs=mdz', uri=True))
+        out['extracted'] = digests(sqlite3.connect(quote(store) + '?mode=ro', uri=True))
+        print('read', file=sys.stderr, flush=True)
+        # > Every other file passes to the default VFS, creation included.
+        con = sqlite3.connect(document)
+        con.execute("ATTACH 'attached.db' AS a"); con.execute('CREATE TABLE a.t(x)')
+        con.execute('INSERT INTO a.t VALUES (1)'); con.commit()
+        con.execute("VACUUM INTO 'copy.sqlite'")
+        out['copy'] = digests(sqlite3.connect('copy.sqlite'))
+        named = sqlite3.connect(quote(document) + '?vfs=mdz', uri=True)
+        named.execute("ATTACH 'attached-named.db' AS a"); named.execute('CREATE TABLE a.t(x)'); named.commit()
+        named.execute("VACUUM INTO 'copy-named.sqlite'")
+        plain = sqlite3.connect('plain.db'); plain.execute('PRAGMA journal_mode = WAL')
+        plain.execute('CREATE TABLE p(x)'); plain.execute('INSERT INTO p VALUES (2)'); plain.commit()
+        out['plain'] = plain.execute('SELECT x FROM p').fetchall()
+        sqlite3.connect('').execute('CREATE TABLE z(x)')
+        try:
+            sqlite3.connect('file:missing.mdz?vfs=mdz', uri=True).execute('SELECT 1 FROM sqlite_schema')
+            out['missingNamed'] = 'opened'
+        except sqlite3.OperationalError as error:
+            out['missingNamed'] = str(error)
+        sqlite3.connect('created.db').execute('CREATE TABLE n(x)')
+        # > Damaged documents by path: cut short, and one byte of the store's entry changed. An error, never rows.
+        data = open(document, 'rb').read()
+        open('cut.mdz', 'wb').write(data[:len(data) // 2])
+        at = data.index(b'StoreContent/persistentStore') + 40
+        open('flipped.mdz', 'wb').write(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:])
+        out['damaged'] = []
+        for name in ('cut.mdz', 'flipped.mdz'):
+            try:
+                rows = sqlite3.connect(name).execute('SELECT count(*) FROM ZDISH').fetchall()
+                out['damaged'].append('rows: %r' % rows)
+            except sqlite3.DatabaseError as error:
+                out['damaged'].append('error')
+        print('writing', file=sys.stderr, flush=True)
+        out['refused'] = []
+        for statement in ('DELETE FROM ZDISH', 'CREATE TABLE t(x)', 'PRAGMA user_version = 7'):
+            try:
+                con.execute(statement); con.commit(); out['refused'].append('written: ' + statement)
+            except sqlite3.OperationalError as error:
+                out['refused'].append(str(error))
+        print(json.dumps(out))
+        """
 
     @Test("the sqlite3 shell by path: -readonly and .load, or .load then .open --readonly: its dump equals the extracted store's")
     func shellByPath() throws {

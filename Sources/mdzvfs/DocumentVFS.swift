@@ -154,7 +154,7 @@ enum DocumentVFS {
     static func open(_ path: FilePath, cacheSize: Int, writable: Bool) -> Result<StoreSlot, Refusal> {
         // > stat(2), not open(2): a FIFO named like a document is never waited on here.
         if let status = try? Stat(path), status.kind == .regular, case let identity = FileIdentity(status),
-           identity.hasFineTimes, let served = ServedStores.find(identity) {
+           identity.hasFineTimes, let served = SharedBundles.find(identity) {
             return .success(slot(served.source(cacheSize: cacheSize), path: path, writable: writable))
         }
         let reader: BundleReader
@@ -166,16 +166,16 @@ enum DocumentVFS {
         } catch {
             return .failure(Refusal(code: SQLITE_CANTOPEN, message: "mdz: \(path): \(error)"))
         }
-        let served: ServedStore
+        let served: SharedBundle
         switch StoreRoute(reader) {
         case .inPlace(let plan):
-            served = ServedStore(.inPlace(SegmentLoader(reader: reader, plan: plan)))
+            served = SharedBundle(.inPlace(SegmentLoader(reader: reader, plan: plan)))
         case .extract(let reason):
             do {
                 let (file, seconds) = try extractStore(reader)
                 let size = reader.metadata.store.size
                 ExtensionLog.write(SQLITE_NOTICE, "mdz: \(path): the store (\(size) bytes) was extracted to be read, in \(Int((seconds * 1000).rounded())) ms, into an unnamed file of \(FileSystem.temporaryFolder) (TMPDIR), because \(reason)")
-                served = ServedStore(.extracted(file))
+                served = SharedBundle(.extracted(file))
             } catch {
                 return .failure(Refusal(code: SQLITE_IOERR, message: "mdz: \(error)"))
             }
@@ -188,14 +188,14 @@ enum DocumentVFS {
         } catch {
             return .failure(Refusal(code: SQLITE_IOERR, message: "mdz: \(error)"))
         }
-        ServedStores.record(served, as: reader.openedIdentity)
+        SharedBundles.record(served, as: reader.openedIdentity)
         return .success(slot(source, path: path, writable: writable))
     }
 
     /// The slot of a connection. Opened read-only, it is immutable (SQLite takes no locks, looks for no journal, and
     /// refuses writes itself); opened for writing, it is not, so that a write reaches its lock, which refuses it and
     /// logs how to edit a document: the notice comes only when something writes. Its bytes never change either way.
-    private static func slot(_ source: any StoreSource, path: FilePath, writable: Bool) -> StoreSlot {
+    private static func slot(_ source: any ServedStore, path: FilePath, writable: Bool) -> StoreSlot {
         guard writable else { return StoreSlot(source, isImmutable: true) }
         return StoreSlot(source, isImmutable: false, refusingWrites: {
             ExtensionLog.write(SQLITE_READONLY, "\(path): served read-only by the mdz VFS: " + ExtensionLog.howToEdit)
@@ -206,19 +206,19 @@ enum DocumentVFS {
     /// segment digests, streamed in bounded buffers) into a file without a name in the temporary folder (`TMPDIR`, or
     /// `/tmp`), once its free space is found to hold it: the copy lives as long as the connections reading it and no
     /// longer, and a host killed at any instant, mid-extraction too, leaves nothing on disk.
-    private static func extractStore(_ reader: BundleReader) throws -> (StoreFile, seconds: Double) {
+    private static func extractStore(_ reader: BundleReader) throws -> (StoreFileReader, seconds: Double) {
         let (descriptor, seconds) = try reader.extractStoreUnnamed(in: FileSystem.temporaryFolder)
-        return (StoreFile(descriptor: descriptor, size: reader.metadata.store.size, origin: reader.path), seconds)
+        return (StoreFileReader(descriptor: descriptor, size: reader.metadata.store.size, origin: reader.path), seconds)
     }
 }
 
 /// What the process serves of one bundle file, checked once: the plan and file that segments are read from, or the
 /// unnamed file its store was extracted to. Shared by every connection to that file (each holds it), and gone with
 /// the last of them.
-final class ServedStore: Sendable {
+final class SharedBundle: Sendable {
     enum Kind: Sendable {
         case inPlace(SegmentLoader)
-        case extracted(StoreFile)
+        case extracted(StoreFileReader)
     }
 
     let kind: Kind
@@ -226,16 +226,16 @@ final class ServedStore: Sendable {
     init(_ kind: Kind) { self.kind = kind }
 
     /// A source for one more connection: its own segment cache over the shared loader, or the shared file.
-    func source(cacheSize: Int) -> any StoreSource {
+    func source(cacheSize: Int) -> any ServedStore {
         switch kind {
-        case .inPlace(let loader): return SegmentSource(loader, cacheSize: cacheSize, owner: self)
+        case .inPlace(let loader): return InPlaceStore(loader, cacheSize: cacheSize, owner: self)
         case .extracted(let file): return file
         }
     }
 }
 
 /// The bundles this process serves, by file identity, held weakly: a record lives as long as a connection reads it.
-enum ServedStores {
+enum SharedBundles {
     private struct Key: Hashable {
         let device: UInt64, inode: UInt64, size: Int64
         let modified: [Int], changed: [Int]
@@ -252,17 +252,17 @@ enum ServedStores {
     private static let table = Protected<[Key: WeakReference]>([:])
 
     private struct WeakReference: @unchecked Sendable {  // a weak reference read only under the table's lock
-        weak var store: ServedStore?
+        weak var store: SharedBundle?
     }
 
     /// The record of the bundle file with `identity`, when a connection still holds one.
-    static func find(_ identity: FileIdentity) -> ServedStore? {
+    static func find(_ identity: FileIdentity) -> SharedBundle? {
         table.withLock { $0[Key(identity)]?.store }
     }
 
     /// Records `store` as what serves the file with `identity` (an identity without fine times proves nothing and is
     /// not recorded); records whose connections are all gone are dropped.
-    static func record(_ store: ServedStore, as identity: FileIdentity) {
+    static func record(_ store: SharedBundle, as identity: FileIdentity) {
         guard identity.hasFineTimes else { return }
         table.withLock { table in
             table = table.filter { $0.value.store != nil }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Fails when a function, initializer or closure-free accessor body in Sources/, Tests/, Samples/ or Fuzz/ is longer
-than the limit (80 lines).
+than the limit (80 lines), or when a function or initializer takes more than 8 parameters (group them into a value).
 
     scripts/docs/function-length.py [--limit N] [ROOT]
 
@@ -67,6 +67,67 @@ def code_only(lines):
     return out
 
 
+# Parameters a function or initializer may take.
+PARAMETER_LIMIT = 8
+
+
+def characters(code, line, index):
+    """(line, index, character) from `index` of `line` on, to the end of the file."""
+    while line < len(code):
+        text = code[line]
+        while index < len(text):
+            yield line, index, text[index]
+            index += 1
+        line, index = line + 1, 0
+
+
+def parameter_count(code, start, column):
+    """The parameters of the declaration whose name ends at `column` of line `start` (0 for `()`): commas at the
+    top level of its parameter list, found after any generic clause; `->` is not a closing angle bracket."""
+    depth = 0
+    commas = 0
+    empty = True
+    opened = False
+    for line, index, char in characters(code, start, column):
+        closing_angle = char == '>' and (index == 0 or code[line][index - 1] != '-')
+        if not opened:
+            if char == '<':
+                depth += 1
+            elif closing_angle:
+                depth -= 1
+            elif char == '(' and depth == 0:
+                opened, depth = True, 1
+            elif char == '{':
+                return 0
+            continue
+        if char in '([<':
+            depth += 1
+        elif char in ')]' or closing_angle:
+            depth -= 1
+            if depth == 0:
+                return 0 if empty else commas + 1
+        elif char == ',' and depth == 1:
+            commas += 1
+        if not char.isspace():
+            empty = False
+    return 0
+
+
+def wide_functions(path):
+    """(line, count, name) of each declaration in `path` with more than PARAMETER_LIMIT parameters."""
+    with open(path, encoding='utf-8') as handle:
+        code = code_only(handle.read().split('\n'))
+    found = []
+    for start, line in enumerate(code):
+        match = DECLARATION.match(line)
+        if not match or match.group(1) == 'deinit':
+            continue
+        count = parameter_count(code, start, match.end(1))
+        if count > PARAMETER_LIMIT:
+            found.append((start + 1, count, match.group(1)))
+    return found
+
+
 def long_functions(path, limit):
     with open(path, encoding='utf-8') as handle:
         lines = handle.read().split('\n')
@@ -112,10 +173,14 @@ def main():
                     for line, length, what in long_functions(path, limit):
                         failures.append(f'{os.path.relpath(path, root)}:{line}: {what} is {length} lines '
                                         f'(limit {limit})')
+                    for line, count, what in wide_functions(path):
+                        failures.append(f'{os.path.relpath(path, root)}:{line}: {what} takes {count} parameters '
+                                        f'(limit {PARAMETER_LIMIT})')
     for failure in failures:
         print(failure)
     if failures:
-        print(f'{len(failures)} function(s) over {limit} lines: split them (STYLE.md)', file=sys.stderr)
+        print(f'{len(failures)} function(s) over {limit} lines or {PARAMETER_LIMIT} parameters: split them, or group '
+              f'their parameters into a value (STYLE.md)', file=sys.stderr)
         return 1
     return 0
 

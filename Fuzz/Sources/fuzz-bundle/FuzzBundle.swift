@@ -32,7 +32,7 @@ func fuzzBundle(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
 /// Reads the whole store in place and, when that succeeds, compares it with the entry inflated in one stream.
 private func checkInPlace(_ reader: BundleReader) {
     guard case .inPlace(let plan) = StoreRoute(reader), plan.size > 0, plan.size <= 64 << 20 else { return }
-    let source = SegmentSource(reader, plan: plan, cacheSize: 8 << 20)
+    let source = InPlaceStore(reader, plan: plan, cacheSize: 8 << 20)
     var served = [UInt8](repeating: 0, count: Int(plan.size))
     let count = try? served.withUnsafeMutableBytes { try source.read(into: $0.baseAddress!, count: $0.count, at: 0) }
     guard count == served.count, plan.restarts != nil, let whole = oneStream(reader, plan) else { return }

@@ -12,25 +12,8 @@ import Darwin
 
 /// One central-directory file header, with zip64 values already resolved to 64 bits.
 @_spi(Core) public struct ZipCentralRecord: Equatable, Sendable {
-    /// Memberwise.
-    @_spi(Core) public init(versionMadeBy: UInt16 = 0x031E, versionNeeded: UInt16 = 20, flags: UInt16 = 0, method: UInt16 = 0, modificationTime: UInt16 = 0, modificationDate: UInt16 = 0x21, crc32: UInt32 = 0, compressedSize: UInt64 = 0, uncompressedSize: UInt64 = 0, diskStart: UInt32 = 0, internalAttributes: UInt16 = 0, externalAttributes: UInt32 = 0, localHeaderOffset: UInt64 = 0, name: [UInt8] = [], extraFields: [ZipExtraField] = [], comment: [UInt8] = []) {
-        self.versionMadeBy = versionMadeBy
-        self.versionNeeded = versionNeeded
-        self.flags = flags
-        self.method = method
-        self.modificationTime = modificationTime
-        self.modificationDate = modificationDate
-        self.crc32 = crc32
-        self.compressedSize = compressedSize
-        self.uncompressedSize = uncompressedSize
-        self.diskStart = diskStart
-        self.internalAttributes = internalAttributes
-        self.externalAttributes = externalAttributes
-        self.localHeaderOffset = localHeaderOffset
-        self.name = name
-        self.extraFields = extraFields
-        self.comment = comment
-    }
+    /// A record of zeros and defaults (a Unix "made by", version 2.0 needed, 1980-01-01), its fields set one by one.
+    @_spi(Core) public init() {}
 
     @_spi(Core) public var versionMadeBy: UInt16 = 0x031E  // Unix, APPNOTE 3.0
     @_spi(Core) public var versionNeeded: UInt16 = 20

@@ -62,19 +62,17 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
 
     /// Facts about the store entry, checked by readers.
     public struct Store: Codable, Sendable, Equatable {
-        /// Memberwise.
+        /// The facts of a store entry of `size` bytes; its digests and restart index are set once the entry is
+        /// written (``sha256``, ``digest``, ``deflateRestarts``, ``segments``).
         @_spi(Core)
-        public init(entry: String, size: Int64, sha256: String? = nil, digest: String? = nil, pageSize: Int, userVersion: Int32, applicationID: Int32? = nil, schemaFingerprint: String, deflateRestarts: DeflateRestarts? = nil, segments: SegmentDigests? = nil) {
+        public init(entry: String, size: Int64, pageSize: Int, userVersion: Int32, applicationID: Int32? = nil,
+                    schemaFingerprint: String) {
             self.entry = entry
             self.size = size
-            self.sha256 = sha256
-            self.digest = digest
             self.pageSize = pageSize
             self.userVersion = userVersion
             self.applicationID = applicationID
             self.schemaFingerprint = schemaFingerprint
-            self.deflateRestarts = deflateRestarts
-            self.segments = segments
         }
 
         /// The entry name, `StoreContent/persistentStore`.
@@ -313,8 +311,7 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
         self.modifiedAt = createdAt
         self.generator = Generator(name: "ManagedDocument", version: ManagedDocumentVersion.string)
         self.mediaType = mediaType
-        self.store = Store(entry: BundleLayout.store, size: 0, sha256: nil, pageSize: 0, userVersion: 0,
-                           applicationID: nil, schemaFingerprint: "")
+        self.store = Store(entry: BundleLayout.store, size: 0, pageSize: 0, userVersion: 0, schemaFingerprint: "")
         self.model = model
         self.entries = []
         self.provenance = nil

@@ -78,8 +78,7 @@ public struct BatchReport: Codable, Sendable, Equatable {
 
         /// An attempt with these facts.
         public init(startedAt: Date, finishedAt: Date, host: String, processID: Int32, job: String?, jobs: Int,
-                    generator: String, summary: BatchSummary, killed: Bool? = nil) {
-            self.killed = killed
+                    generator: String, summary: BatchSummary) {
             self.startedAt = startedAt
             self.finishedAt = finishedAt
             self.host = host

@@ -69,9 +69,9 @@ public final class BundleStore: Sendable {
         path = bundle
         metadata = reader.metadata
         var folder: FilePath?
-        let store: ReadOnlyStore
+        let store: ReadOnlyConnection
         do {
-            store = try ReadOnlyStore.open(reader, cacheSize: cacheSize, isImmutable: true,
+            store = try ReadOnlyConnection.open(reader, cacheSize: cacheSize, isImmutable: true,
                                            label: "ManagedDocument.bundleStore", logger: logger) {
                 let parent = workingDirectory ?? FilePath(FileManager.default.temporaryDirectory.path)
                 let made = try FileSystem.makeTemporaryDirectory(in: parent, prefix: ".query-")
@@ -109,7 +109,7 @@ public final class BundleStore: Sendable {
         do {
             return try queue.read(body)
         } catch {
-            throw ReadOnlyStore.reported(error, source: registration?.slot.source, path: path)
+            throw ReadOnlyConnection.reported(error, source: registration?.slot.source, path: path)
         }
     }
 
@@ -124,7 +124,7 @@ public final class BundleStore: Sendable {
     /// The bytes of segments the cache held at once at most, and the segments read from the bundle so far (both 0
     /// for an extracted store).
     public var cacheStatistics: CacheStatistics {
-        let statistics = (registration?.slot.source as? SegmentSource)?.cache.statistics ?? (peakBytes: 0, segmentsLoaded: 0)
+        let statistics = (registration?.slot.source as? InPlaceStore)?.cache.statistics ?? (peakBytes: 0, segmentsLoaded: 0)
         return CacheStatistics(peakBytes: statistics.peakBytes, segmentsLoaded: statistics.segmentsLoaded)
     }
 }

@@ -229,9 +229,10 @@ public enum BundleWriter {
                                 reason: "the store's segment digests were not computed; nothing was written")
         }
         result.store = DocumentMetadata.Store(
-            entry: BundleLayout.store, size: storeDigest.size, sha256: nil, digest: contentDigest,
-            pageSize: facts.pageSize, userVersion: facts.userVersion, applicationID: facts.applicationID,
-            schemaFingerprint: facts.schemaFingerprint, deflateRestarts: storeDigest.restarts, segments: segments)
+            entry: BundleLayout.store, size: storeDigest.size, pageSize: facts.pageSize,
+            userVersion: facts.userVersion, applicationID: facts.applicationID, schemaFingerprint: facts.schemaFingerprint)
+        (result.store.digest, result.store.deflateRestarts, result.store.segments) = (contentDigest, storeDigest.restarts,
+                                                                                      segments)
         result.entries = entries
         try writer.addEntry(named: BundleLayout.metadata, bytes: try result.encoded(), compressed: compress)
         try writer.finish()
@@ -244,18 +245,7 @@ public enum BundleWriter {
     /// caller has them, SQLite's answer otherwise.
     private static func checkedFacts(of input: StoreInput, given: StoreFacts?) throws -> StoreFacts {
         let path = input.path
-        let header: StoreHeader
-        switch input {
-        case .file(let file, _): header = try StoreHeader(of: file)
-        case .image(let image, _):
-            header = try StoreHeader(checking: Array(image.bytes.prefix(StoreHeader.length)), of: path)
-        case .composed(let store, _, _):
-            var bytes = [UInt8](repeating: 0, count: StoreHeader.length)
-            let read = try bytes.withUnsafeMutableBytes {
-                try store.read(into: $0.baseAddress!, count: StoreHeader.length, at: 0)
-            }
-            header = try StoreHeader(checking: Array(bytes.prefix(read)), of: path)
-        }
+        let header = try input.reader().header()
         if header.isWAL {
             throw DocumentError(.storeInWALMode, path: path,
                                 reason: "the store is in WAL mode; checkpoint it and set journal_mode=DELETE first")
@@ -282,7 +272,7 @@ public enum BundleWriter {
         } else if let plan {
             try written.verifyEntries(checkingSegments: true)  // mostly new: inflated on every core, all of it
             try plan.checkPreviousUnchanged()
-        } else if case .image(let image, _) = input {
+        } else if case .inMemory(let image) = input {
             // > The bytes just hashed are at hand: the store inflated is compared with them, not hashed again.
             try written.verifyEntries(comparingStoreWith: image.bytes, digests: segments)
         } else {
@@ -307,7 +297,7 @@ public enum BundleWriter {
     private static func addStore(_ input: StoreInput, compressed: Bool, to writer: ArchiveWriter, target: FilePath,
                                  options: WritingOptions, hashingWhole: Bool)
     throws -> (EntryDigest, DocumentMetadata.SegmentDigests?, SegmentReuse?, SaveReport) {
-        if case .image(let image, _) = input {
+        if case .inMemory(let image) = input {
             let (digest, segments) = try addBytes(image.bytes, named: BundleLayout.store, compressed: compressed,
                                                   to: writer, segmentDigests: options.maximumSegmentDigests,
                                                   hashingWhole: hashingWhole)
@@ -315,7 +305,7 @@ public enum BundleWriter {
                 mode: .full, segments: digest.restarts?.offsets.count ?? 0, reusedSegments: 0,
                 reason: "the store was written from the bytes the conversion read and checked"))
         }
-        let bytes = try StoreBytes(input)
+        let bytes = try input.reader()
         let decision = try planReuse(input, bytes: bytes, compressed: compressed, target: target, options: options)
         var position: Int64 = 0
         // > An overlay's bytes are asked for a window ahead of the reads (a file's and the base's read ahead alone).
@@ -354,11 +344,11 @@ public enum BundleWriter {
     }
 
     /// Whether the replaced bundle's store segments may be reused, and how, or why the store is written whole.
-    private static func planReuse(_ input: StoreInput, bytes: StoreBytes, compressed: Bool, target: FilePath,
+    private static func planReuse(_ input: StoreInput, bytes: any StoreReader, compressed: Bool, target: FilePath,
                                   options: WritingOptions) throws -> SegmentReuse.Decision {
         let previous: BundleReader, loan: SegmentLoan
         switch input {
-        case .image: return .full("")
+        case .inMemory: return .full("")
         case .file(_, let reusing):
             guard let reusing else {
                 return .full("no bundle this process verified to reuse (a first save, or incremental saves are off)")
@@ -369,7 +359,7 @@ public enum BundleWriter {
                 return .full("the bundle being replaced cannot be read (\(error.reason))")
             }
             loan = reusing
-        case .composed(_, let base, let whyWhole):
+        case .overlaid(_, let base, let whyWhole):
             guard let base else { return .full(whyWhole) }
             (previous, loan) = (base, SegmentLoan(base: base.openedIdentity))
         }

@@ -106,18 +106,18 @@ final class SegmentReuse {
     /// must be full: the one planner of every incremental save (FORMAT.md 13.1, 16.1, 16.2).
     ///
     /// A digest segment of the new store (at the interval `previous` records) is reused when its bytes are the
-    /// recorded ones: proven by hashing them, or, for a composed store, known without reading them when no written
+    /// recorded ones: proven by hashing them, or, for an overlaid store, known without reading them when no written
     /// page touches it, it lies below the base limit and `previous` is the overlay's base, still the file at its
     /// path (its recorded CRC-32s and digest are then the new ones). A restart segment that ends either stream is
     /// reused only where it ends both, at the same length (the last segment carries the final block). Says why
     /// the save must be full instead: no restart index that names the replaced stream, no CRC-32s or CRC-32Cs of
     /// its segments (a version 1 bundle, an earlier release's), a restart or digest interval that changed with the
-    /// size, a replaced bundle changed or replaced since, most of a composed store written.
+    /// size, a replaced bundle changed or replaced since, most of an overlaid store written.
     ///
     /// - Parameters:
     ///   - loan: the replaced bundle's loan, made when this process last verified it (or opened it as a base).
     ///   - maximumDigests: the writer's cap on segment digests (the new store's digest interval).
-    static func plan(_ store: StoreBytes, previous: BundleReader, loan: SegmentLoan,
+    static func plan(_ store: any StoreReader, previous: BundleReader, loan: SegmentLoan,
                      maximumDigests: Int) throws -> Decision {
         let terms: SegmentLoan.Terms
         switch loan.terms(from: previous) {
@@ -134,14 +134,14 @@ final class SegmentReuse {
         let layout = Layout(size: size, baseSize: previous.metadata.store.size, restartInterval: interval,
                             digestInterval: recorded.interval, oldCount: restarts.offsets.count)
         var known: [Bool]?
-        if let composed = store.composed {
+        if let overlaid = store as? any OverlaidStore {
             guard loan.isKept(by: previous), FileIdentity(at: previous.path) == previous.openedIdentity else {
                 return .full("the bundle on disk is not the one this document last read or saved (replaced, or changed since)")
             }
             guard newInterval == recorded.interval else {
                 return .full("the store's restart or digest interval changed with its size")
             }
-            let untouched = layout.untouched(composed, recordedCount: recorded.count)
+            let untouched = layout.untouched(overlaid, recordedCount: recorded.count)
             guard untouched.lazy.filter({ $0 }).count * 2 >= untouched.count else {
                 return .full("most of the store changed since the bundle was written")
             }
@@ -162,7 +162,7 @@ final class SegmentReuse {
             } catch {
                 hashing.withLock {
                     $0.failure = error as? DocumentError
-                        ?? DocumentError(.ioFailure, path: store.path, reason: "cannot read the store (\(DocumentError.summary(of: error)))")
+                        ?? DocumentError(.ioFailure, path: store.origin, reason: "cannot read the store (\(DocumentError.summary(of: error)))")
                 }
             }
         }
@@ -194,10 +194,10 @@ final class SegmentReuse {
                 && (index != count - 1 || size == baseSize)
         }
 
-        /// For each digest segment of a composed store: whether it is the base's unchanged (no written page touches
+        /// For each digest segment of an overlaid store: whether it is the base's unchanged (no written page touches
         /// it, it lies below the base limit, the base records its digest) and each of its restart segments ends
         /// right; such a segment is copied unread.
-        func untouched(_ store: any ComposedStore, recordedCount: Int) -> [Bool] {
+        func untouched(_ store: any OverlaidStore, recordedCount: Int) -> [Bool] {
             var untouched = [Bool](repeating: true, count: digestCount)
             let pageSize = Int64(store.pageSize)
             store.presentPages.forEach { page in
@@ -220,7 +220,7 @@ final class SegmentReuse {
     /// unchanged (not read), or the CRC-32s and digest of its bytes read from `store`, compared with the recorded
     /// digest; publishes each segment's decision as soon as its digest segment is done. The new store's digests
     /// are at `newInterval` (hashed alongside when it is not the recorded one).
-    private static func hash(_ store: StoreBytes, layout: Layout, known: [Bool]?,
+    private static func hash(_ store: any StoreReader, layout: Layout, known: [Bool]?,
                              recorded: DocumentMetadata.SegmentDigests, restarts: DeflateRestarts,
                              newInterval: Int64, into hashing: WaitableState<Hashing>) throws {
         let size = layout.size, restartInterval = layout.restartInterval
@@ -238,7 +238,7 @@ final class SegmentReuse {
             if known?[digest] == true {
                 for index in segments {
                     guard let crc = restarts.recordedCRC(ofSegment: index) else {
-                        throw DocumentError(.invalidMetadata, path: store.path, entry: BundleLayout.store,
+                        throw DocumentError(.invalidMetadata, path: store.origin, entry: BundleLayout.store,
                                             reason: "the restart index records no CRC-32 for segment \(index)")
                     }
                     crcs.append(crc)
@@ -270,8 +270,8 @@ final class SegmentReuse {
     }
 
     /// The store changed size while it was hashed.
-    private static func changedSize(_ store: StoreBytes) -> DocumentError {
-        DocumentError(.sizeMismatch, path: store.path,
+    private static func changedSize(_ store: any StoreReader) -> DocumentError {
+        DocumentError(.sizeMismatch, path: store.origin,
                       reason: "the store changed size while it was being saved; nothing was replaced")
     }
 

@@ -117,19 +117,18 @@ extension Document {
             copyLock = lock
             // > Nothing extracted when the bundle allows: SQLite reads the pages it needs from the bundle, each
             // > segment checked first.
-            let store = try ReadOnlyStore.open(reader, cacheSize: BundleStore.defaultCacheSize, isImmutable: false,
+            let store = try ReadOnlyConnection.open(reader, cacheSize: BundleStore.defaultCacheSize, isImmutable: false,
                                                label: "ManagedDocument.document", logger: options.logger) {
                 try reader.extract(into: copy.content, permissions: [.ownerReadWrite])
                 return try openQueue(copy.store, readOnly: true)
             }
             do {
-                let working: any WorkingStore = try store.registration.map {
+                let working: any FollowingStore = try store.registration.map {
                     ServedWorkingStore($0, workingCopy: copy, logger: options.logger)
                 } ?? ExtractedWorkingStore(path: path, workingCopy: copy, options: options, loan: nil)
-                return try Document(path: path, isReadOnly: true, editingDisabled: true, metadata: reader.metadata,
-                                    queue: store.queue, documentLock: nil, workingCopy: copy, workingCopyLock: lock,
-                                    options: options, conversionReport: nil, appliedMigrations: [],
-                                    hasUnsavedChanges: false, store: working)
+                return try Document(path: path, access: .readOnly(working), metadata: reader.metadata,
+                                    session: Session(queue: store.queue, workingCopy: copy, workingCopyLock: lock),
+                                    options: options, history: History())
             } catch {
                 try? store.queue.close()  // Squash close error of a read-only connection.
                 throw error
@@ -169,7 +168,7 @@ extension Document {
         }
         let copyLock = try lockWorkingCopy(copy)
         var queue: DatabaseQueue?
-        var working: (any WorkingStore)?
+        var working: (any EditableStore)?
         let document: Document
         var needsSave = false
         do {
@@ -181,11 +180,11 @@ extension Document {
                 let outcome = try migrate(store.queue, model: &metadata.model, with: migrator, bundle: path)
                 (applied, needsSave) = (outcome.applied, outcome.changedDocument)
             }
-            document = try Document(path: path, isReadOnly: false, editingDisabled: false,
-                                    metadata: metadata, queue: store.queue, documentLock: documentLock,
-                                    workingCopy: copy, workingCopyLock: copyLock, options: options,
-                                    conversionReport: report, appliedMigrations: applied,
-                                    hasUnsavedChanges: store.hasChanges, store: store.working)
+            document = try Document(path: path, access: .editable(store.working, lock: documentLock),
+                                    metadata: metadata,
+                                    session: Session(queue: store.queue, workingCopy: copy, workingCopyLock: copyLock),
+                                    options: options, history: History(conversionReport: report, appliedMigrations: applied,
+                                                                       hasUnsavedChanges: store.hasChanges))
         } catch {
             // > No document was made: the connection, the folder and the lock are still this function's. A folder
             // > kept for recovery stays: its changes are in no bundle.
@@ -214,7 +213,7 @@ extension Document {
     /// is recovered); recovered or made afresh as `leftover` says.
     private static func openWorkingStore(_ copy: WorkingCopy, reader: BundleReader, route: StoreRoute,
                                          leftover: Leftover, options: OpenOptions)
-    throws -> (queue: DatabaseQueue, hasChanges: Bool, working: any WorkingStore) {
+    throws -> (queue: DatabaseQueue, hasChanges: Bool, working: any EditableStore) {
         if case .overlay(let hasChanges) = leftover {
             // > A crashed overlay is recovered whatever the route: over the bundle served in place, or, when this
             // > open's limits do not serve it so, over a verified copy of its store.

@@ -165,7 +165,10 @@ public final class Document: Sendable {
     /// disk unless `XDG_STATE_HOME` or `HOME` point into memory; a writable open says so once in the log.
     public var workingCopyIsVolatile: Bool { WorkingCopy.isVolatile(workingCopy.directory) }
     /// Whether the document was opened read-only.
-    public let isReadOnly: Bool
+    public var isReadOnly: Bool {
+        if case .readOnly = access { return true }
+        return false
+    }
     /// The conversion that created the bundle during this open, when a legacy store was found.
     public let conversionReport: ConversionReport?
     /// Migrations applied during this open, in order.
@@ -196,35 +199,70 @@ public final class Document: Sendable {
         var autosave: Task<Void, Never>?
     }
 
+    /// What this open may do with its store, and how it holds it.
+    enum Access: Sendable {
+        /// Read only: the store follows the bundle on a revert; no lock, no save.
+        case readOnly(any FollowingStore)
+        /// Read and written, the document's writer lock held until the close: the store saves and reverts.
+        case editable(any EditableStore, lock: DocumentLock)
+    }
+
+    /// The working copy an open made, and its connection.
+    struct Session {
+        /// The connection to the store, the document's for its whole open.
+        var queue: DatabaseQueue
+        /// The working copy's folder.
+        var workingCopy: WorkingCopy
+        /// The working copy's `.lock`, held (its inode is this open's ownership token).
+        var workingCopyLock: FileDescriptor
+    }
+
+    /// What the open did before the document was handed out.
+    struct History {
+        /// The conversion that created the bundle, when a legacy store was found.
+        var conversionReport: ConversionReport?
+        /// The migrations applied, in order.
+        var appliedMigrations: [String] = []
+        /// Whether the working copy holds commits no bundle has (a recovered one).
+        var hasUnsavedChanges = false
+    }
+
     let guarded: Protected<Guarded>
-    private let documentLock: DocumentLock?
-    /// How the store is held (served from the bundle, extracted, or through an overlay): everything that depends on
-    /// it is asked of this.
-    let store: any WorkingStore
+    /// What this open may do, and how the store is held (served from the bundle, extracted, or through an overlay):
+    /// everything that depends on it is asked of this.
+    let access: Access
     let workingCopy: WorkingCopy
     let options: OpenOptions
 
-    init(path: FilePath, isReadOnly: Bool, editingDisabled: Bool, metadata: DocumentMetadata, queue: DatabaseQueue,
-         documentLock: DocumentLock?, workingCopy: WorkingCopy, workingCopyLock: FileDescriptor, options: OpenOptions,
-         conversionReport: ConversionReport?, appliedMigrations: [String], hasUnsavedChanges: Bool,
-         store: any WorkingStore) throws {
+    /// The store, whichever the access.
+    var store: any WorkingStore {
+        switch access {
+        case .readOnly(let store): return store
+        case .editable(let store, _): return store
+        }
+    }
+
+    init(path: FilePath, access: Access, metadata: DocumentMetadata, session: Session, options: OpenOptions,
+         history: History) throws {
         self.path = path
-        self.isReadOnly = isReadOnly
-        self.documentLock = documentLock
-        self.workingCopy = workingCopy
+        self.access = access
+        self.workingCopy = session.workingCopy
         self.options = options
-        self.conversionReport = conversionReport
-        self.appliedMigrations = appliedMigrations
-        self.store = store
-        // > A read-only document is never edited: its counter is never compared (and a store served from the
-        // > bundle is not read for it).
-        let counter = hasUnsavedChanges || isReadOnly ? nil : try store.changeCounter()
-        self.guarded = Protected(Guarded(
-            state: editingDisabled ? .editingDisabled : (hasUnsavedChanges ? .hasUnsavedChanges : .normal),
-            metadata: metadata, queue: queue, savedChangeCounter: counter, workingCopyLock: workingCopyLock))
+        self.conversionReport = history.conversionReport
+        self.appliedMigrations = history.appliedMigrations
+        let state: State, counter: UInt32?
+        switch access {
+        case .readOnly:
+            // > Never edited: its counter is never compared (and a store served from the bundle is not read for it).
+            (state, counter) = (.editingDisabled, nil)
+        case .editable(let store, _):
+            (state, counter) = history.hasUnsavedChanges ? (.hasUnsavedChanges, nil) : (.normal, try store.changeCounter())
+        }
+        self.guarded = Protected(Guarded(state: state, metadata: metadata, queue: session.queue,
+                                         savedChangeCounter: counter, workingCopyLock: session.workingCopyLock))
         let observer = ChangeObserver()  // GRDB keeps it for the connection's life
         observer.document = self
-        queue.inDatabase { db in db.add(transactionObserver: observer, extent: .databaseLifetime) }
+        session.queue.inDatabase { db in db.add(transactionObserver: observer, extent: .databaseLifetime) }
     }
 
     deinit {
@@ -232,7 +270,7 @@ public final class Document: Sendable {
         try? queue?.close()  // Squash close error: the document was not closed explicitly.
         try? copyLock?.close()  // Squash close error: releasing the lock is all that matters.
         store.close()
-        documentLock?.release()
+        if case .editable(_, let lock) = access { lock.release() }
     }
 
     /// The document's metadata as of the last open or save.
@@ -302,7 +340,7 @@ public final class Document: Sendable {
     public var writer: any DatabaseWriter {
         get throws {
             let queue = try openQueue()
-            guard !isReadOnly else {
+            guard case .editable = access else {
                 throw DocumentError(.readOnly, path: path,
                                     reason: "the document was opened read-only (OpenOptions.isReadOnly): read it through Document.reader; open it without isReadOnly to edit it")
             }
@@ -342,13 +380,13 @@ public final class Document: Sendable {
     ///   changes for another try.
     public func save() async throws {
         let queue = try openQueue()
-        guard !isReadOnly else {
+        guard case .editable(let store, _) = access else {
             throw DocumentError(.readOnly, path: path, reason: "is open read-only; it cannot be saved")
         }
         guarded.withLock { $0.isSaving = true }
         defer { guarded.withLock { $0.isSaving = false } }
         do {
-            try await queue.barrierWriteWithoutTransaction { db in try self.saveHoldingWriters(db) }
+            try await queue.barrierWriteWithoutTransaction { db in try self.saveHoldingWriters(db, store) }
         } catch let error as DatabaseError where guarded.withLock({ $0.state == .closed }) {
             throw DocumentError(.closed, path: path, reason: "the document was closed before the save could run",
                                 underlyingError: error)
@@ -357,12 +395,9 @@ public final class Document: Sendable {
 
     /// Saves; runs in a barrier of the queue, so every write accepted before it is in what it saves and no commit
     /// falls between the save and its mark.
-    private func saveHoldingWriters(_ db: Database) throws {
+    private func saveHoldingWriters(_ db: Database, _ store: any EditableStore) throws {
         let (metadata, state) = guarded.withLock { ($0.metadata, $0.state) }
         guard state != .closed else { throw closedError() }
-        guard state != .editingDisabled else {
-            throw DocumentError(.readOnly, path: path, reason: "is open read-only; it cannot be saved")
-        }
         do {
             let (saved, report) = try store.save(metadata: metadata, folders: workingFolders(), db)
             options.logger.info("saved \(path): \(report)")
@@ -410,14 +445,20 @@ public final class Document: Sendable {
     public func revert() async throws {
         let queue = try openQueue()
         let reader = try BundleReader(at: path, limits: options.limits)
-        if isReadOnly {
+        switch access {
+        case .readOnly(let store):
             try await store.reload(from: reader, queue: queue, replacing: metadata.store.contentDigest) { [self] in
                 guard guarded.withLock({ $0.state != .closed }) else { throw closedError() }
             }
             guarded.withLock { $0.metadata = reader.metadata }
             publish(.editingDisabled)
-            return
+        case .editable(let store, _):
+            try await revert(store, to: reader, queue: queue)
         }
+    }
+
+    /// A writable document's revert: prepared, then applied in a barrier, to the bundle there now.
+    private func revert(_ store: any EditableStore, to reader: BundleReader, queue: DatabaseQueue) async throws {
         let scratch = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "revert-")
         defer { try? FileSystem.removeTree(scratch) }  // Squash cleanup error: the revert's outcome is what counts.
         let prepared = try store.prepareRevert(to: reader, scratch: scratch.appending("content"))
@@ -427,12 +468,12 @@ public final class Document: Sendable {
             guard Self.identity(of: self.path) == reader.openedIdentity else { return false }
             try prepared.apply(db, replacing: self.metadata.store.contentDigest)
             try self.replaceFolders(from: prepared.folders)
-            let counter = try self.store.changeCounter()
+            let counter = try store.changeCounter()
             self.guarded.withLock {
                 $0.metadata = reader.metadata
                 $0.savedChangeCounter = counter
                 $0.savedGeneration += 1
-                if $0.state != .editingDisabled { $0.state = .normal }
+                $0.state = .normal
             }
             try self.workingCopy.writeBase(WorkingCopy.Base(bundle: self.path.string,
                                                             storeDigest: reader.metadata.store.contentDigest))
@@ -489,9 +530,11 @@ public final class Document: Sendable {
         do {
             // > Behind every write queued before it: their commits are in the working copy when this runs.
             try await queue.barrierWriteWithoutTransaction { db in
-                if savingChanges, !self.isReadOnly, self.hasUnsavedChanges { try self.saveHoldingWriters(db) }
-                // > Writes queued behind this barrier on a writer the app kept fail instead of being lost.
-                if !self.isReadOnly { try db.execute(sql: "PRAGMA query_only = ON") }
+                if case .editable(let store, _) = self.access {
+                    if savingChanges, self.hasUnsavedChanges { try self.saveHoldingWriters(db, store) }
+                    // > Writes queued behind this barrier on a writer the app kept fail instead of being lost.
+                    try db.execute(sql: "PRAGMA query_only = ON")
+                }
                 self.guarded.withLock {
                     $0.queue = nil
                     $0.state = .closed
@@ -512,7 +555,7 @@ public final class Document: Sendable {
             try? WorkingCopy.remove(workingCopy.directory)  // its .lock last: a crash leaves a removable folder
         }
         try? copyLock?.close()  // Squash close error: releasing the lock is all that matters.
-        documentLock?.release()
+        if case .editable(_, let lock) = access { lock.release() }
         // > finish() runs onTermination, which takes the lock: finish outside it.
         let finished = guarded.withLock { guarded -> [AsyncStream<State>.Continuation] in
             defer { guarded.continuations.removeAll() }
@@ -531,7 +574,7 @@ public final class Document: Sendable {
 
     /// Starts the autosave loop when the options ask for one (``OpenOptions/autosaveInterval``).
     func startAutosave() {
-        guard !isReadOnly, let interval = options.autosaveInterval else { return }
+        guard case .editable = access, let interval = options.autosaveInterval else { return }
         let logger = options.logger
         let task = Task.detached(priority: .utility) { [weak self] in
             let reference = WeakDocument(self)

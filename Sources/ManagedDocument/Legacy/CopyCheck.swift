@@ -40,7 +40,7 @@ final class CopyCheck: Sendable {
 
     /// The same check, right here, of a small copy read whole into memory (`image`, read from `copy`): SQLite
     /// checks the bytes the bundle then packs, so the copy is not read again to pack it.
-    static func check(_ image: StoreImage, copy: FilePath, source: FilePath, before: StoreFacts) throws -> StoreFacts {
+    static func check(_ image: InMemoryStore, copy: FilePath, source: FilePath, before: StoreFacts) throws -> StoreFacts {
         try compare(before, source: source) { try StoreInspector.inspectSelfContained(image, path: copy) }
     }
 

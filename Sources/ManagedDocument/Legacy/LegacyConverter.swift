@@ -202,7 +202,7 @@ public struct LegacyConverter: Sendable {
         defer { snapshot.release() }
         var storeSize = snapshot.storeSize
         var inPlace: Recovered?
-        var image: StoreImage?  // a small store (in place, or its recovered copy): read once, checked, packed
+        var image: InMemoryStore?  // a small store (in place, or its recovered copy): read once, checked, packed
         if snapshot.isInPlace, let immutableURI {
             image = try snapshot.inPlaceImage(atMost: Self.inMemoryLimit)
             inPlace = try inspectInPlace(legacy.store, uri: immutableURI,
@@ -256,11 +256,11 @@ public struct LegacyConverter: Sendable {
 
     /// Pack: the bundle of `snapshot`'s store (its `image` when it was read whole already) with the legacy store's
     /// external data and `additionalContent`, no more readable than the store was.
-    private func packing(_ legacy: LegacyStore, snapshot: SourceSnapshot, image: StoreImage?,
+    private func packing(_ legacy: LegacyStore, snapshot: SourceSnapshot, image: InMemoryStore?,
                          metadata: DocumentMetadata, additionalContent: FilePath?, facts: StoreFacts,
                          to target: FilePath) -> BundleWriter.Request {
         var request = BundleWriter.Request(
-            image.map { .image($0, path: snapshot.store) } ?? .file(snapshot.store),
+            image.map { .inMemory($0) } ?? .file(snapshot.store),
             folders: BundleContent(store: snapshot.store, externalData: legacy.externalData,
                                    additionalContent: additionalContent),
             metadata: metadata, to: target, options: writingOptions)
@@ -283,7 +283,7 @@ public struct LegacyConverter: Sendable {
     /// checked whole by `inspectInPlace` unless it is large. A copy of at most ``inMemoryLimit`` bytes after its
     /// recovery is read whole once and checked in memory; that image is returned to be packed.
     private func checkStore(_ legacy: LegacyStore, copy: FilePath, inPlace: Recovered?, immutableURI: String?,
-                            inBackground: Bool) throws -> (Recovered, CopyCheck?, StoreImage?) {
+                            inBackground: Bool) throws -> (Recovered, CopyCheck?, InMemoryStore?) {
         if let inPlace, let immutableURI {
             let check = inBackground
                 ? CopyCheck(copy: legacy.store, source: legacy.store, before: inPlace.facts, inBackground: true,
@@ -292,7 +292,7 @@ public struct LegacyConverter: Sendable {
             return (inPlace, check, nil)
         }
         var recovered = try recover(copy, source: legacy.store)
-        if !inBackground, let image = try StoreImage.whole(copy, atMost: Self.inMemoryLimit) {
+        if !inBackground, let image = try InMemoryStore.whole(copy, atMost: Self.inMemoryLimit) {
             recovered.facts = try CopyCheck.check(image, copy: copy, source: legacy.store, before: recovered.facts)
             return (recovered, nil, image)
         }
@@ -417,7 +417,7 @@ public struct LegacyConverter: Sendable {
     /// read-only connection: its facts and Core Data metadata, and, with `fullCheck`, `PRAGMA integrity_check`.
     /// `nil` when SQLite cannot open it that way at all (the caller copies it instead).
     /// With `image`, the store's bytes read whole under the lock: SQLite reads them in memory, not the file.
-    private func inspectInPlace(_ store: FilePath, uri: String, fullCheck: Bool, image: StoreImage?) throws -> Recovered? {
+    private func inspectInPlace(_ store: FilePath, uri: String, fullCheck: Bool, image: InMemoryStore?) throws -> Recovered? {
         do {
             let queue = try image.map(StoreInspector.openInMemory)
                 ?? StoreInspector.openReadOnly(store, isPrivate: true, immutableURI: uri)

@@ -49,9 +49,9 @@ struct SourceSnapshot {
     ///
     /// - Throws: ``DocumentError/Code/verificationFailed`` when the file does not hold the bytes it held when it was
     ///   locked (a process that ignores SQLite's locks changed it).
-    func inPlaceImage(atMost limit: Int64) throws -> StoreImage? {
+    func inPlaceImage(atMost limit: Int64) throws -> InMemoryStore? {
         guard let lock, storeSize <= limit else { return nil }
-        guard let image = try StoreImage(reading: Int(storeSize), from: lock, path: store) else {
+        guard let image = try InMemoryStore(reading: Int(storeSize), from: lock, path: store) else {
             throw DocumentError(.verificationFailed, path: store,
                                 reason: "the store changed size while it was locked; nothing was changed, try again")
         }

@@ -67,7 +67,7 @@ enum StoreInspector {
     /// Opens a store image read-only where it lies in memory (`sqlite3_deserialize`): SQLite reads no file, so a
     /// small store read once (in place, under the converter's lock) is checked from the very bytes that are packed.
     /// The image must outlive the queue.
-    static func openInMemory(_ image: StoreImage) throws -> DatabaseQueue {
+    static func openInMemory(_ image: InMemoryStore) throws -> DatabaseQueue {
         var configuration = Configuration()
         configuration.label = "ManagedDocument.inspect"
         // > Pages are read where they lie in the image (SQLite's memdb serves memory-mapped reads) rather than
@@ -145,11 +145,8 @@ enum StoreInspector {
 
     /// ``inspectSelfContained(_:fullCheck:bundle:entry:immutableURI:)`` with the full check, of a store's bytes read
     /// whole into memory (`image`, read from `path`): SQLite checks those bytes, not the file.
-    static func inspectSelfContained(_ image: StoreImage, path: FilePath) throws -> StoreFacts {
-        try inspectSelfContained(StoreHeader(checking: Array(image.bytes.prefix(StoreHeader.length)), of: path), path: path, bundle: nil,
-                                 entry: nil) {
-            try openInMemory(image)
-        }
+    static func inspectSelfContained(_ image: InMemoryStore, path: FilePath) throws -> StoreFacts {
+        try inspectSelfContained(image.header(), path: path, bundle: nil, entry: nil) { try openInMemory(image) }
     }
 
     private static func inspectSelfContained(_ header: StoreHeader, path: FilePath, bundle: FilePath?, entry: String?,

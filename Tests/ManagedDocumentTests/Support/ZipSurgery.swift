@@ -290,10 +290,11 @@ enum ZipSurgery {
         var metadata = DocumentMetadata()
         let segments = segments(of: bytes)
         metadata.store = DocumentMetadata.Store(
-            entry: BundleLayout.store, size: Int64(bytes.count), sha256: nil,
-            digest: Fixtures.storeDigest(of: bytes, interval: segments.interval), pageSize: facts.pageSize,
+            entry: BundleLayout.store, size: Int64(bytes.count), pageSize: facts.pageSize,
             userVersion: facts.userVersion, applicationID: facts.applicationID,
-            schemaFingerprint: facts.schemaFingerprint, segments: segments)
+            schemaFingerprint: facts.schemaFingerprint)
+        metadata.store.digest = Fixtures.storeDigest(of: bytes, interval: segments.interval)
+        metadata.store.segments = segments
         return Parts(store: bytes, metadata: metadata)
     }
 

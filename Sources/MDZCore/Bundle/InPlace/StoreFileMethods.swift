@@ -97,7 +97,7 @@ import CMDZSQLite  // SQLite's types and the `md_*` calls, bound by the product 
 
     /// `xRead`: `count` bytes at `offset`, zero-filled past the store's end (SQLite's short read); a failed read is
     /// recorded by the source and answered with an I/O error.
-    private static func read(_ store: any StoreSource, into buffer: UnsafeMutableRawPointer, count: Int,
+    private static func read(_ store: any ServedStore, into buffer: UnsafeMutableRawPointer, count: Int,
                              at offset: Int64) -> Int32 {
         do {
             let copied = try store.read(into: buffer, count: count, at: offset)

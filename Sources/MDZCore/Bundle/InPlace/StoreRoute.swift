@@ -1,7 +1,7 @@
 import SystemPackage
 
 /// How a bundle's store is read read-only: in place, segment by segment from the bundle (FORMAT.md 11.4), or
-/// extracted first, with the reason. Decided here alone: ``ReadOnlyStore`` opens by it, and a read-only document's
+/// extracted first, with the reason. Decided here alone: ``ReadOnlyConnection`` opens by it, and a read-only document's
 /// revert reloads by it.
 ///
 /// Reading in place holds whole segments in memory, so a bundle whose segments exceed the reader's
@@ -109,7 +109,7 @@ import SystemPackage
     }
 }
 
-/// How a store read in place is cut into the segments ``SegmentSource`` serves, each checked against one digest:
+/// How a store read in place is cut into the segments ``InPlaceStore`` serves, each checked against one digest:
 /// made by ``StoreRoute`` from the bundle's metadata and the store entry, once its limits are checked.
 @_spi(Core) public struct SegmentPlan: Sendable {
     /// The store's size in bytes.

@@ -13,19 +13,19 @@
 @_spi(Core) public final class StoreSlot: Sendable {
     @_spi(Core) public let isImmutable: Bool
     @_spi(Core) public let refusingWrites: (@Sendable () -> Void)?
-    private let current: Protected<any StoreSource>
+    private let current: Protected<any ServedStore>
 
     @_spi(Core)
-    public init(_ source: any StoreSource, isImmutable: Bool, refusingWrites: (@Sendable () -> Void)? = nil) {
+    public init(_ source: any ServedStore, isImmutable: Bool, refusingWrites: (@Sendable () -> Void)? = nil) {
         self.isImmutable = isImmutable
         self.refusingWrites = refusingWrites
         current = Protected(source)
     }
 
-    @_spi(Core) public var source: any StoreSource { current.withLock { $0 } }
+    @_spi(Core) public var source: any ServedStore { current.withLock { $0 } }
 
     /// Serves `source` from now on (only for a replaceable slot).
-    @_spi(Core) public func replace(with source: any StoreSource) {
+    @_spi(Core) public func replace(with source: any ServedStore) {
         precondition(!isImmutable, "an immutable store is never replaced")
         current.withLock { $0 = source }
     }

@@ -6,7 +6,7 @@ import GRDBSQLite  // sqlite3.h's types are attributed to the first module that 
 import SystemPackage
 @_spi(Core) import MDZCore
 
-/// A writable store made of a base (a bundle's store, read through any ``StoreSource``) and a private overlay: the
+/// A writable store made of a base (a bundle's store, read through any ``ServedStore``) and a private overlay: the
 /// working copy of FORMAT.md 16.2, opened by SQLite through ``OverlayVFS``.
 ///
 /// The working folder holds `overlay`, a sparse file with every page written since the base was taken at its offset
@@ -25,7 +25,7 @@ import SystemPackage
 ///
 /// One connection uses it at a time: a second `xOpen` while SQLite holds it open fails (`SQLITE_CANTOPEN`).
 /// Every access takes one lock, so a reader on another thread (a save) never sees a write half done.
-final class OverlayStore: StoreSource {
+final class OverlayStore: ServedStore {
     /// The working folder.
     let folder: FilePath
     /// The size of the blocks pages are counted in (the map's page size).
@@ -40,7 +40,7 @@ final class OverlayStore: StoreSource {
 
     /// Everything the lock guards.
     private struct State {
-        var base: any StoreSource
+        var base: any ServedStore
         var overlay: FileDescriptor
         var map: FileDescriptor
         /// Where the next record is appended.
@@ -111,7 +111,7 @@ extension OverlayStore {
     ///   - baseDigest: the base's store digest.
     /// - Precondition: `pageSize` is a power of two from 512 to 65536.
     /// - Throws: ``DocumentError/Code/alreadyExists`` when the folder holds a map already; I/O errors.
-    static func create(folder: FilePath, base: any StoreSource, pageSize: Int, baseIdentity: OverlayMap.BaseIdentity,
+    static func create(folder: FilePath, base: any ServedStore, pageSize: Int, baseIdentity: OverlayMap.BaseIdentity,
                        baseDigest: String) throws -> OverlayStore {
         precondition(pageSize >= 512 && pageSize <= 65_536 && pageSize & (pageSize - 1) == 0,
                      "a page size is a power of two from 512 to 65536")
@@ -138,7 +138,7 @@ extension OverlayStore {
     /// - Throws: ``DocumentError/Code/metadataMismatch`` when the overlay lies over neither (nothing is changed or
     ///   removed then); ``DocumentError/Code/notFound`` when there is no map; ``DocumentError/Code/storeCorrupt``
     ///   when its header is damaged, or `overlay` is missing while the map names pages.
-    static func open(folder: FilePath, base: any StoreSource, expectedDigest: String) throws -> OverlayStore {
+    static func open(folder: FilePath, base: any ServedStore, expectedDigest: String) throws -> OverlayStore {
         let mapPath = folder.appending(mapName)
         let map = try openFile(mapPath, creating: false)
         do {
@@ -163,7 +163,7 @@ extension OverlayStore {
     }
 
     /// The state the map's records describe, with `overlay` opened and cut to the logical size.
-    private static func recover(_ parsed: OverlayMap, base: any StoreSource, map: FileDescriptor,
+    private static func recover(_ parsed: OverlayMap, base: any ServedStore, map: FileDescriptor,
                                 folder: FilePath) throws -> State {
         var present = PageSet()
         for record in parsed.records { present.formUnion(record.pages) }
@@ -257,7 +257,7 @@ extension OverlayStore {
     ///
     /// - Throws: I/O errors before the new map was in place: the overlay and base are then unchanged (a save's
     ///   pending-base record tells recovery which bundle holds their content).
-    func reset(newBase: any StoreSource, identity: OverlayMap.BaseIdentity, digest: String) throws {
+    func reset(newBase: any ServedStore, identity: OverlayMap.BaseIdentity, digest: String) throws {
         let header = OverlayMap.Header(pageSize: pageSize, baseIdentity: identity, baseDigest: digest,
                                        baseSize: newBase.size)
         try state.withLock { state in
@@ -352,7 +352,7 @@ extension OverlayStore {
     /// The working folder, for errors.
     var origin: FilePath { folder }
     /// The base the overlay lies over.
-    var base: any StoreSource { state.withLock { $0.base } }
+    var base: any ServedStore { state.withLock { $0.base } }
 
     /// The blocks (of ``pageSize`` bytes) `overlay` holds, in order: those the map records and those written since.
     var presentPages: PageSet { state.withLock { $0.present } }
@@ -386,13 +386,6 @@ extension OverlayStore {
     /// many lie inside the logical size (the rest is zeros).
     func read(into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) throws -> Int {
         try state.withLock { state in try Self.view(state, into: buffer, count: count, at: offset, self) }
-    }
-
-    /// `count` bytes at `offset` as SQLite reads them (fewer at the store's end).
-    func bytes(at offset: Int64, count: Int) throws -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        let read = try bytes.withUnsafeMutableBytes { try self.read(into: $0.baseAddress!, count: count, at: offset) }
-        return Array(bytes[0..<read])
     }
 
     /// Records why a read or write failed, for the caller to report (the first one is kept).

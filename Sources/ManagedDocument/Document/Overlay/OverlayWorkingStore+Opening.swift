@@ -21,15 +21,15 @@ extension OverlayWorkingStore {
     static func open(_ copy: WorkingCopy, reader: BundleReader, base: Base, recovering: Bool,
                      options: Document.OpenOptions) throws -> (queue: DatabaseQueue, store: OverlayWorkingStore) {
         OverlayStore.removeLeftovers(in: copy.directory)
-        let source: any StoreSource
+        let source: any ServedStore
         switch base {
         case .inPlace(let plan):
-            source = SegmentSource(reader, plan: plan, cacheSize: BundleStore.defaultCacheSize)
+            source = InPlaceStore(reader, plan: plan, cacheSize: BundleStore.defaultCacheSize)
         case .extracted:
             let file = copy.directory.appending(extractedBaseName)
             if try FileSystem.exists(file) { try FileSystem.removeFile(file) }
             _ = try reader.extractStore(to: file)
-            source = try StoreFile(file)
+            source = try StoreFileReader(file)
         }
         let identity = OverlayMap.BaseIdentity(reader.openedIdentity)
         let digest = reader.metadata.store.contentDigest
@@ -51,7 +51,7 @@ extension OverlayWorkingStore {
             queue = try DatabaseQueue(path: registration.uri, configuration: configuration)
             try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = DELETE") }
         } catch {
-            throw ReadOnlyStore.reported(error, source: overlay, path: reader.path)
+            throw ReadOnlyConnection.reported(error, source: overlay, path: reader.path)
         }
         var servedBase: BundleReader?
         if case .inPlace = base { servedBase = reader }
@@ -61,7 +61,7 @@ extension OverlayWorkingStore {
 
     /// The store's page size, from its header (``StoreHeader/pageSize``): the blocks the overlay counts. An empty
     /// store gets SQLite's default, 4096.
-    private static func pageSize(of source: any StoreSource, path: FilePath) throws -> Int {
+    private static func pageSize(of source: any ServedStore, path: FilePath) throws -> Int {
         guard source.size > 0 else { return 4096 }
         var header = [UInt8](repeating: 0, count: 18)
         let read = try header.withUnsafeMutableBytes { try source.read(into: $0.baseAddress!, count: 18, at: 0) }

@@ -9,13 +9,13 @@ import Logging
 import SystemPackage
 @_spi(Core) import MDZCore
 
-extension OverlayStore: ComposedStore {}
+extension OverlayStore: OverlaidStore {}
 
 /// The store of a writable document served from its bundle (FORMAT.md 16.2): SQLite opens the store an
 /// ``OverlayStore`` composes, the bundle's pages as the base and the pages written since in the working copy's
 /// `overlay`; nothing of the store is extracted. Saves copy the restart segments no page touched unread (13.1), and
 /// the overlay then lies over the bundle just saved, under the same connection.
-final class OverlayWorkingStore: WorkingStore {
+final class OverlayWorkingStore: EditableStore {
     /// The document's bundle.
     private let path: FilePath
     private let workingCopy: WorkingCopy
@@ -43,12 +43,7 @@ final class OverlayWorkingStore: WorkingStore {
         return store
     }
 
-    func changeCounter() throws -> UInt32 {
-        let overlay = try overlay()
-        let range = StoreHeader.changeCounterRange
-        return try Self.changeCounter(try overlay.bytes(at: Int64(range.lowerBound), count: range.count),
-                                      path: overlay.folder)
-    }
+    func changeCounter() throws -> UInt32 { try overlay().changeCounter() }
 
     var readFailure: DocumentError? { nil }
 
@@ -58,7 +53,7 @@ final class OverlayWorkingStore: WorkingStore {
     -> (DocumentMetadata, SaveReport) {
         let overlay = try overlay()
         var request = BundleWriter.Request(
-            .composed(overlay, base: options.savesIncrementally ? state.withLock { $0.base } : nil,
+            .overlaid(overlay, base: options.savesIncrementally ? state.withLock { $0.base } : nil,
                       whyWhole: options.savesIncrementally ? "the working copy's base bundle is unknown"
                         : "incremental saves are off"),
             folders: folders, metadata: metadata, to: path, options: options.saving)
@@ -86,7 +81,7 @@ final class OverlayWorkingStore: WorkingStore {
                 options.logger.notice("\(path): the saved bundle is not served in place; the next save is full")
                 return
             }
-            let source = SegmentSource(reader, plan: plan, cacheSize: BundleStore.defaultCacheSize)
+            let source = InPlaceStore(reader, plan: plan, cacheSize: BundleStore.defaultCacheSize)
             try overlay.reset(newBase: source, identity: OverlayMap.BaseIdentity(reader.openedIdentity),
                               digest: reader.metadata.store.contentDigest)
             let replaced = state.withLock { state -> BundleReader? in
@@ -109,7 +104,7 @@ final class OverlayWorkingStore: WorkingStore {
         }
         let overlay = try overlay()
         let extracted = try reader.extract(into: scratch, permissions: [.ownerReadWrite], skippingStore: true)
-        let source = SegmentSource(reader, plan: plan, cacheSize: BundleStore.defaultCacheSize)
+        let source = InPlaceStore(reader, plan: plan, cacheSize: BundleStore.defaultCacheSize)
         return StoreRevert(folders: extracted) { [state, path] db, current in
             let digest = reader.metadata.store.contentDigest
             // > The same store as the base's: SQLite's cache holds its pages, or pages of a later change counter.
@@ -119,11 +114,6 @@ final class OverlayWorkingStore: WorkingStore {
             _ = sqlite3_db_release_memory(db.sqliteConnection)
             state.withLock { $0.base = reader }
         }
-    }
-
-    func reload(from reader: BundleReader, queue: DatabaseQueue, replacing current: String,
-                checkOpen: @escaping @Sendable () throws -> Void) async throws {
-        throw DocumentError(.ioFailure, path: path, reason: "a writable document is reverted, not reloaded")
     }
 
     func close() {

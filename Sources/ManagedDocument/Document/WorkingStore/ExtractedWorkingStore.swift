@@ -7,14 +7,14 @@ import SystemPackage
 /// served. Its change counter is read through a descriptor of its own (never through SQLite); a save packs the
 /// file, reusing the unchanged segments of the bundle this open last verified while the file there still holds it
 /// (FORMAT.md 16.1).
-final class ExtractedWorkingStore: WorkingStore {
+final class ExtractedWorkingStore: EditableStore, FollowingStore {
     /// The document's bundle.
     private let path: FilePath
     private let workingCopy: WorkingCopy
     private let options: Document.OpenOptions
     private struct State {
-        /// The store's descriptor, read only for its change counter; `nil` once closed.
-        var header: FileDescriptor?
+        /// The store's file, read only for its change counter; `nil` once closed.
+        var header: StoreFileReader?
         /// The loan of the bundle file made when this open last verified all of it (extracted it, or wrote it): a
         /// save reuses its unchanged segments while the file at ``path`` still holds it.
         var loan: SegmentLoan?
@@ -26,7 +26,7 @@ final class ExtractedWorkingStore: WorkingStore {
         self.path = path
         self.workingCopy = workingCopy
         self.options = options
-        state = Protected(State(header: try FileSystem.openForReading(workingCopy.store), loan: loan))
+        state = Protected(State(header: try StoreFileReader(workingCopy.store), loan: loan))
     }
 
     deinit { close() }
@@ -35,9 +35,7 @@ final class ExtractedWorkingStore: WorkingStore {
         // > Read under the lock: close() cannot close the descriptor in between.
         try state.withLock { state in
             guard let header = state.header else { throw Self.closed(path) }
-            let bytes = try FileSystem.read(header, at: Int64(StoreHeader.changeCounterRange.lowerBound),
-                                            count: StoreHeader.changeCounterRange.count, path: workingCopy.store)
-            return try Self.changeCounter(bytes, path: workingCopy.store)
+            return try header.changeCounter()
         }
     }
 
@@ -88,11 +86,11 @@ final class ExtractedWorkingStore: WorkingStore {
     }
 
     func close() {
-        let header = state.withLock { state -> FileDescriptor? in
+        let header = state.withLock { state -> StoreFileReader? in
             defer { state.header = nil }
             return state.header
         }
-        try? header?.close()  // Squash close error of a read-only descriptor.
+        withExtendedLifetime(header) {}  // its descriptor closed here, outside the lock
     }
 
     private static func openReadOnly(_ store: FilePath) throws -> DatabaseQueue {

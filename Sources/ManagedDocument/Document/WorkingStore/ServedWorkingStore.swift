@@ -7,7 +7,7 @@ import SystemPackage
 /// The store of a read-only document, which SQLite reads straight from the bundle (no working copy of the store):
 /// the registration of the VFS file it reads, which a revert points at the bundle as it is now. Kept as long as the
 /// document, and with it the bundle's descriptor; released with the document.
-final class ServedWorkingStore: WorkingStore {
+final class ServedWorkingStore: FollowingStore {
     private let registration: StoreSlot.Registration
     /// The document's working folder (where a bundle that cannot be served in place is extracted on a reload).
     private let workingCopy: WorkingCopy
@@ -19,25 +19,9 @@ final class ServedWorkingStore: WorkingStore {
         self.logger = logger
     }
 
-    func changeCounter() throws -> UInt32 {
-        let source = registration.slot.source
-        var bytes = [UInt8](repeating: 0, count: StoreHeader.changeCounterRange.count)
-        let read = try bytes.withUnsafeMutableBytes {
-            try source.read(into: $0.baseAddress!, count: $0.count, at: Int64(StoreHeader.changeCounterRange.lowerBound))
-        }
-        return try Self.changeCounter(Array(bytes.prefix(read)), path: source.origin)
-    }
+    func changeCounter() throws -> UInt32 { try registration.slot.source.changeCounter() }
 
     var readFailure: DocumentError? { registration.slot.source.failure }
-
-    func save(metadata: DocumentMetadata, folders: BundleContent, _ db: Database) throws
-    -> (DocumentMetadata, SaveReport) {
-        throw DocumentError(.readOnly, path: registration.slot.source.origin, reason: "is open read-only; it cannot be saved")
-    }
-
-    func prepareRevert(to reader: BundleReader, scratch: FilePath) throws -> StoreRevert {
-        throw DocumentError(.readOnly, path: reader.path, reason: "is open read-only; it is reloaded, not reverted")
-    }
 
     /// Points the slot at the bundle as it is now: served segment by segment when it allows, its store extracted
     /// into the working folder otherwise. SQLite reads the new header's change counter at its next read and drops
@@ -49,7 +33,7 @@ final class ServedWorkingStore: WorkingStore {
         // > An extracted store is removed once open: the descriptor keeps it readable, and nothing piles up revert
         // > after revert.
         defer { if let folder { try? FileSystem.removeTree(folder) } }  // Squash cleanup error: the reload counts.
-        let source = try ReadOnlyStore.source(reader, cacheSize: BundleStore.defaultCacheSize, logger: logger) {
+        let source = try ReadOnlyConnection.source(reader, cacheSize: BundleStore.defaultCacheSize, logger: logger) {
             let made = try FileSystem.makeTemporaryDirectory(in: workingCopy.directory, prefix: "reloaded-")
             folder = made
             return try reader.extract(into: made.appending("content"), permissions: [.ownerReadWrite]).store

@@ -5,12 +5,15 @@ import SystemPackage
 /// How an open ``Document`` holds its store, the one place that knows it: served from the bundle in place
 /// (``ServedWorkingStore``, read-only), extracted into the working copy (``ExtractedWorkingStore``), or composed by
 /// an overlay over the bundle (``OverlayWorkingStore``, FORMAT.md 16.2). The document keeps the public API, the
-/// state machine, autosave and the locks, and asks its working store for the rest: the change counter, the save's
-/// input, the revert, the close.
+/// state machine, autosave and the locks, and asks its working store for the rest.
+///
+/// Split by ability, as GRDB splits `DatabaseReader` and `DatabaseWriter`: every working store reads (this
+/// protocol); a read-only document's follows its bundle (``FollowingStore``); a writable document's saves and
+/// reverts (``EditableStore``). No store claims an ability it does not have.
 ///
 /// Each one takes its own lock only, never while the document's is held, and never holds it while it calls out.
 protocol WorkingStore: AnyObject, Sendable {
-    /// The store's file change counter now, read without SQLite (``StoreHeader/changeCounterRange``).
+    /// The store's file change counter now, read without SQLite (``StoreReader/changeCounter()``).
     ///
     /// - Throws: ``DocumentError/Code/closed`` once ``close()`` ran; ``DocumentError/Code/storeCorrupt`` when the
     ///   header is cut short.
@@ -20,23 +23,29 @@ protocol WorkingStore: AnyObject, Sendable {
     /// not match its digest); `nil` otherwise.
     var readFailure: DocumentError? { get }
 
+    /// Releases the descriptors and registrations it holds (the connection is closed already). Later calls of
+    /// ``changeCounter()`` throw ``DocumentError/Code/closed``.
+    func close()
+}
+
+/// The store of a read-only document: it is never saved; a revert points it at the bundle as it is now.
+protocol FollowingStore: WorkingStore {
+    /// Points the connection at `reader`'s bundle as it is now, replacing the store of digest `current`
+    /// (`checkOpen` throws when the document closed meanwhile).
+    func reload(from reader: BundleReader, queue: DatabaseQueue, replacing current: String,
+                checkOpen: @escaping @Sendable () throws -> Void) async throws
+}
+
+/// The store of a writable document: it saves into the bundle and reverts to it.
+protocol EditableStore: WorkingStore {
     /// Writes the bundle at the document's path from the store (the writers held, `db` their connection), with
     /// `folders` and `metadata`, and renames it into place; the metadata written and how.
     func save(metadata: DocumentMetadata, folders: BundleContent, _ db: Database) throws
     -> (DocumentMetadata, SaveReport)
 
-    /// For a writable document: what going back to `reader`'s bundle takes, done before the writers are held
-    /// (extracting into `scratch`); ``StoreRevert/apply(_:replacing:)`` then puts it under the connection.
+    /// What going back to `reader`'s bundle takes, done before the writers are held (extracting into `scratch`);
+    /// ``StoreRevert/apply(_:replacing:)`` then puts it under the connection.
     func prepareRevert(to reader: BundleReader, scratch: FilePath) throws -> StoreRevert
-
-    /// For a read-only document: points the connection at `reader`'s bundle as it is now, replacing the store of
-    /// digest `current` (`checkOpen` throws when the document closed meanwhile).
-    func reload(from reader: BundleReader, queue: DatabaseQueue, replacing current: String,
-                checkOpen: @escaping @Sendable () throws -> Void) async throws
-
-    /// Releases the descriptors and registrations it holds (the connection is closed already). Later calls of
-    /// ``changeCounter()`` throw ``DocumentError/Code/closed``.
-    func close()
 }
 
 /// A revert prepared outside the writers' barrier: the bundle's other entries extracted, and what puts its store
@@ -67,32 +76,14 @@ extension WorkingStore {
         DocumentError(.closed, path: path, reason: "the document is closed; open it again to use it")
     }
 
-    /// The change counter in `bytes`, the 4 bytes read at ``StoreHeader/changeCounterRange`` of the store at `path`.
-    static func changeCounter(_ bytes: [UInt8], path: FilePath) throws -> UInt32 {
-        guard let counter = StoreHeader.changeCounter(bytes) else {
-            throw DocumentError(.storeCorrupt, path: path, reason: "the working copy's header is cut short")
-        }
-        return counter
-    }
-
     /// Refuses a store of other content than the one under the connection (`current`, its digest) whose header
     /// SQLite cannot tell from it (``StoreHeader/stateRange``): it would keep the old one's cached pages and schema.
-    static func checkHeadersDiffer(old: any StoreSource, new: any StoreSource, newDigest: String, current: String,
+    static func checkHeadersDiffer(old: any StoreReader, new: any StoreReader, newDigest: String, current: String,
                                    path: FilePath) throws {
         guard newDigest != current else { return }
-        if StoreHeader.statesCollide(try stateBytes(old), try stateBytes(new)) {
+        if StoreHeader.statesCollide(try old.stateBytes(), try new.stateBytes()) {
             throw DocumentError(.ioFailure, path: path,
                                 reason: "the bundle now holds another store whose SQLite header cannot be told from the open one's; close the document and open it again")
         }
-    }
-
-    /// The ``StoreHeader/stateRange`` bytes of `source` (fewer when it is shorter).
-    static func stateBytes(_ source: any StoreSource) throws -> [UInt8] {
-        let range = StoreHeader.stateRange
-        var bytes = [UInt8](repeating: 0, count: range.count)
-        let read = try bytes.withUnsafeMutableBytes {
-            try source.read(into: $0.baseAddress!, count: range.count, at: Int64(range.lowerBound))
-        }
-        return Array(bytes.prefix(read))
     }
 }

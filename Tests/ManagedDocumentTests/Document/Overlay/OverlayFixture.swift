@@ -10,7 +10,7 @@ import Testing
 @testable import ManagedDocument
 
 /// A base bundle for a working copy: its store written by ``BundleWriter`` (deflated, with a restart index and
-/// segment digests), served by a ``SegmentSource``, and the loose store it was made from (a model's start).
+/// segment digests), served by a ``InPlaceStore``, and the loose store it was made from (a model's start).
 struct OverlayFixture {
     let bundle: FilePath
     let loose: FilePath
@@ -33,12 +33,12 @@ struct OverlayFixture {
     }
 
     /// The base's store served segment by segment from the bundle.
-    func source() throws -> SegmentSource {
+    func source() throws -> InPlaceStore {
         let reader = try BundleReader(at: bundle)
         guard case .inPlace(let plan) = StoreRoute(reader) else {
             throw DocumentError(.invalidArgument, path: bundle, reason: "the fixture's store is not served in place")
         }
-        return SegmentSource(reader, plan: plan, cacheSize: 1 << 20)
+        return InPlaceStore(reader, plan: plan, cacheSize: 1 << 20)
     }
 
     /// A new working folder (mode 0700) named `name` in `directory` with an empty overlay over the base.

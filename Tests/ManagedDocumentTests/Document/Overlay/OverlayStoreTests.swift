@@ -89,7 +89,7 @@ struct OverlayStoreTests {
     func baseFailure() async throws {
         try await withTemporaryDirectory { directory in
             let fixture = try OverlayFixture(in: directory, bytes: 1_200_000)
-            let base = FailingSource(try StoreFile(fixture.loose))
+            let base = FailingSource(try StoreFileReader(fixture.loose))
             let folder = directory.appending("wc")
             try FileSystem.createDirectory(folder, mode: 0o700)
             let store = try OverlayStore.create(folder: folder, base: base, pageSize: 4096,
@@ -117,7 +117,7 @@ struct OverlayStoreTests {
             let folder = directory.appending("wc")
             try FileSystem.createDirectory(folder, mode: 0o700)
             let identity = OverlayMap.BaseIdentity(device: 1, inode: 2, size: 3, modified: 4, changed: 5)
-            var store = try OverlayStore.create(folder: folder, base: StoreFile(basePath), pageSize: 4096,
+            var store = try OverlayStore.create(folder: folder, base: StoreFileReader(basePath), pageSize: 4096,
                                                 baseIdentity: identity, baseDigest: "d")
             var model = baseBytes
             for step in 0..<300 {
@@ -138,7 +138,7 @@ struct OverlayStoreTests {
                     #expect(store.sqliteSync() == 0)
                 default:
                     #expect(store.sqliteSync() == 0)
-                    store = try OverlayStore.open(folder: folder, base: StoreFile(basePath), expectedDigest: "d")
+                    store = try OverlayStore.open(folder: folder, base: StoreFileReader(basePath), expectedDigest: "d")
                 }
                 let same = try store.logicalSize == Int64(model.count)
                     && store.bytes(at: 0, count: model.count + 100) == model
@@ -183,11 +183,11 @@ struct OverlayStoreTests {
 }
 
 /// A base that throws a segment's checksum error once told to.
-final class FailingSource: StoreSource {
-    let inner: StoreFile
+final class FailingSource: ServedStore {
+    let inner: StoreFileReader
     let isFailing = Mutex(false)
 
-    init(_ inner: StoreFile) { self.inner = inner }
+    init(_ inner: StoreFileReader) { self.inner = inner }
 
     var size: Int64 { inner.size }
     var origin: FilePath { inner.origin }

@@ -9,7 +9,7 @@ import SystemPackage
 ///
 /// Read in place, the connection reads a ``StoreSlot`` through ``BundleVFS``, and ``registration`` keeps that slot
 /// registered: keep it as long as the connection (dropping it unregisters the slot; nothing else does).
-struct ReadOnlyStore: Sendable {
+struct ReadOnlyConnection: Sendable {
     let queue: DatabaseQueue
     /// The registration of the slot the connection reads, for a store read in place; `nil` when it was extracted.
     let registration: StoreSlot.Registration?
@@ -26,10 +26,10 @@ struct ReadOnlyStore: Sendable {
     /// - Throws: for a store read in place, the failure of the segment SQLite read first (``reported(_:source:path:)``);
     ///   otherwise `extract`'s errors.
     static func open(_ reader: BundleReader, cacheSize: Int, isImmutable: Bool, label: String, logger: Logger,
-                     extract: () throws -> DatabaseQueue) throws -> ReadOnlyStore {
+                     extract: () throws -> DatabaseQueue) throws -> ReadOnlyConnection {
         switch StoreRoute(reader, inPlaceUnavailable: StoreRoute.inPlaceUnavailable) {
         case .inPlace(let plan):
-            let source = SegmentSource(reader, plan: plan, cacheSize: cacheSize)
+            let source = InPlaceStore(reader, plan: plan, cacheSize: cacheSize)
             try source.checkHeader(against: reader.metadata.store, bundle: reader.path)
             let registration = StoreSlot.Registration(StoreSlot(source, isImmutable: isImmutable))
             var configuration = Configuration()
@@ -42,26 +42,26 @@ struct ReadOnlyStore: Sendable {
                 throw reported(error, source: source, path: reader.path)  // a damaged segment, named
             }
             logInPlace(reader.path, logger: logger)
-            return ReadOnlyStore(queue: queue, registration: registration, extractionReason: nil)
+            return ReadOnlyConnection(queue: queue, registration: registration, extractionReason: nil)
         case .extract(let reason):
             let queue = try extract()
             logExtracted(reader.path, reason: reason, logger: logger)
-            return ReadOnlyStore(queue: queue, registration: nil, extractionReason: reason)
+            return ReadOnlyConnection(queue: queue, registration: nil, extractionReason: reason)
         }
     }
 
     /// What a replaceable slot serves from now on: `reader`'s store, in place when ``StoreRoute`` allows it, or the
     /// store file `extract` returns (extracted where the caller keeps it).
     static func source(_ reader: BundleReader, cacheSize: Int, logger: Logger,
-                       extract: () throws -> FilePath) throws -> any StoreSource {
+                       extract: () throws -> FilePath) throws -> any ServedStore {
         switch StoreRoute(reader, inPlaceUnavailable: StoreRoute.inPlaceUnavailable) {
         case .inPlace(let plan):
-            let source = SegmentSource(reader, plan: plan, cacheSize: cacheSize)
+            let source = InPlaceStore(reader, plan: plan, cacheSize: cacheSize)
             try source.checkHeader(against: reader.metadata.store, bundle: reader.path)
             logInPlace(reader.path, logger: logger)
             return source
         case .extract(let reason):
-            let file = try StoreFile(extract())
+            let file = try StoreFileReader(extract())
             logExtracted(reader.path, reason: reason, logger: logger)
             return file
         }
@@ -77,7 +77,7 @@ struct ReadOnlyStore: Sendable {
 
     /// A failed read's own error (a damaged segment, recorded by its source) in place of SQLite's "disk I/O error";
     /// SQLite's I/O and corruption errors otherwise name the store as damaged.
-    static func reported(_ error: any Error, source: (any StoreSource)?, path: FilePath) -> any Error {
+    static func reported(_ error: any Error, source: (any ServedStore)?, path: FilePath) -> any Error {
         if let failure = source?.failure { return failure }
         if let error = error as? DatabaseError, error.resultCode == .SQLITE_IOERR || error.resultCode == .SQLITE_CORRUPT {
             return DocumentError(.storeCorrupt, path: path, entry: BundleLayout.store,

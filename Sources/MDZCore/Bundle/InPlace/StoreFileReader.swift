@@ -1,20 +1,27 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import SystemPackage
 
-/// An extracted store file, read with `pread` (a bundle that cannot be served in place, reloaded into an open
-/// read-only document).
-@_spi(Core) public final class StoreFile: StoreSource {
+/// A store file read with `pread` through one descriptor, closed when the last user lets go: an extracted store
+/// SQLite is served (a bundle that cannot be served in place), a working copy's store read for its change counter,
+/// or a file a save packs.
+@_spi(Core) public final class StoreFileReader: ServedStore {
     @_spi(Core) public let origin: FilePath
     @_spi(Core) public let size: Int64
     private let descriptor: FileDescriptor
     private let firstFailure = FirstFailure()
 
     @_spi(Core) public init(_ path: FilePath) throws {
-        descriptor = try FileSystem.openForReading(path)
-        origin = path
-        guard let status = try FileSystem.status(path) else {
-            throw DocumentError(.notFound, path: path, reason: "no such file")
+        let descriptor = try FileSystem.openForReading(path)
+        do {
+            size = try FileSystem.status(of: descriptor, path: path, reason: "cannot read the store's status").size
+        } catch {
+            try? descriptor.close()  // Squash close error of a read-only descriptor.
+            throw error
         }
-        size = status.size
+        self.descriptor = descriptor
+        origin = path
     }
 
     /// The store in `descriptor` (an unnamed extracted file, owned from now on), `size` bytes; `origin` names it in
@@ -30,6 +37,11 @@ import SystemPackage
     @_spi(Core) public func read(into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) throws -> Int {
         try FileSystem.read(descriptor, at: offset, into: UnsafeMutableRawBufferPointer(start: buffer, count: count),
                             path: origin)
+    }
+
+    @_spi(Core) public func adviseSequential() {
+        _ = posix_fadvise(descriptor.rawValue, 0, 0, POSIX_FADV_SEQUENTIAL)
+        _ = posix_fadvise(descriptor.rawValue, 0, 0, POSIX_FADV_WILLNEED)
     }
 
     @_spi(Core) public func fail(_ error: DocumentError) { firstFailure.record(error) }

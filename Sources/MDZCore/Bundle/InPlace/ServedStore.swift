@@ -1,18 +1,13 @@
 import SystemPackage
 
-/// Where a store opened through ``BundleVFS`` reads its bytes: a bundle's store served segment by segment
-/// (``SegmentSource``), or a store file (``StoreFile``, one extracted because its bundle cannot be served in place).
-@_spi(Core) public protocol StoreSource: Sendable {
-    /// The store's size in bytes.
-    var size: Int64 { get }
-    /// Copies `count` bytes at `offset` into `buffer`; returns how many there were (fewer at the store's end).
-    func read(into buffer: UnsafeMutableRawPointer, count: Int, at offset: Int64) throws -> Int
+/// A store SQLite reads through ``BundleVFS``: a bundle's store served segment by segment (``InPlaceStore``), or a
+/// store file (``StoreFileReader``, one extracted because its bundle cannot be served in place). It keeps why a read
+/// failed, since SQLite only tells the app "disk I/O error".
+@_spi(Core) public protocol ServedStore: StoreReader {
     /// Records why a read failed, for the caller to report.
     func fail(_ error: DocumentError)
     /// The first failure recorded.
     var failure: DocumentError? { get }
-    /// The bundle or file it reads, for errors.
-    var origin: FilePath { get }
 }
 
 /// The first failure a source met, kept for the caller to report (SQLite only says "disk I/O error").
@@ -28,7 +23,7 @@ import SystemPackage
     @_spi(Core) public var error: DocumentError? { first.withLock { $0 } }
 }
 
-extension StoreSource {
+extension ServedStore {
     /// Checks, before SQLite reads a byte, what `verify` checks without SQLite (FORMAT.md 11.4): the store's header
     /// (its first segment, loaded and checked against its digest) is SQLite's, agrees with the metadata on the page
     /// size and `user_version`, and is not in WAL mode.
@@ -36,12 +31,7 @@ extension StoreSource {
     /// - Throws: ``DocumentError/Code/notSQLite``, ``DocumentError/Code/metadataMismatch``,
     ///   ``DocumentError/Code/storeInWALMode``, naming `bundle`; or the segment's own error.
     @_spi(Core) public func checkHeader(against store: DocumentMetadata.Store, bundle: FilePath) throws {
-        var head = [UInt8](repeating: 0, count: StoreHeader.length)
-        let count = try head.withUnsafeMutableBytes { try read(into: $0.baseAddress!, count: $0.count, at: 0) }
-        guard count == StoreHeader.length, let header = StoreHeader(head) else {
-            throw DocumentError(.notSQLite, path: bundle, entry: BundleLayout.store,
-                                reason: "is not a SQLite database (no SQLite header)")
-        }
+        let header = try header(entry: BundleLayout.store, bundle: bundle)
         if let (code, reason) = header.disagreement(with: store) {
             throw DocumentError(code, path: bundle, entry: BundleLayout.store, reason: reason)
         }

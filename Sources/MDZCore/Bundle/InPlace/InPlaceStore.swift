@@ -2,7 +2,7 @@ import SystemPackage
 
 /// A bundle's store served segment by segment from the bundle itself (FORMAT.md 11.4): segments loaded and checked
 /// by a ``SegmentLoader``, kept and read ahead by a ``SegmentCache``.
-@_spi(Core) public final class SegmentSource: StoreSource {
+@_spi(Core) public final class InPlaceStore: ServedStore {
     @_spi(Core) public let cache: SegmentCache
     private let firstFailure = FirstFailure()
 

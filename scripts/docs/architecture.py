@@ -29,7 +29,8 @@ ARTICLE = LIBRARY / "ManagedDocument.docc" / "Architecture.md"
 EXTERNAL = {"Mutex", "Stat", "FileDescriptor", "Errno", "FilePath", "DatabaseQueue", "DatabasePool",
             "DatabaseMigrator", "Database", "Sendable", "Thread", "DispatchSemaphore", "DispatchQueue", "Logger",
             "SHA256", "Task", "AsyncStream", "Data", "Date", "URL", "Value", "UIManagedDocument", "UIDocument",
-            "ValueObservation", "TransactionObserver", "UUID", "FoundationEssentials", "DatabaseError"}
+            "ValueObservation", "TransactionObserver", "UUID", "FoundationEssentials", "DatabaseError", "DatabaseReader",
+            "DatabaseWriter"}
 # The package's targets, which the article names as modules.
 EXTERNAL |= set(re.findall(r'name: "(\w+)"', (ROOT / "Package.swift").read_text()))
 

@@ -29,7 +29,10 @@ import SystemPackage
     /// - Throws: ``DocumentError/Code/notSQLite`` (naming `bundle` and `entry` when given) when the file is shorter
     ///   or does not start with SQLite's header.
     @_spi(Core) public init(of path: FilePath, entry: String? = nil, bundle: FilePath? = nil) throws {
-        self = try StoreFileReader(path).header(entry: entry, bundle: bundle)
+        let descriptor = try FileSystem.openForReading(path)
+        defer { try? descriptor.close() }  // Squash close error of a read-only descriptor.
+        try self.init(checking: try FileSystem.read(descriptor, at: 0, count: Self.length, path: path), of: path,
+                      entry: entry, bundle: bundle)
     }
 
     /// The header of a store whose first bytes (`bytes`, read from `path` already) are at hand.

@@ -38,17 +38,14 @@ enum BatchCandidate: Sendable {
     }
 }
 
-/// Walks a tree depth-first, streaming: it holds one open directory stream per level and never a whole listing,
-/// so memory does not grow with the number of entries. Symbolic links are reported, never followed.
+/// Finds a batch's candidates: walks the tree by the package's one rule (``StoreTreeWalker``: hidden files included,
+/// links never followed, support folders, the tools' own files, backup folders and the inside of packages skipped)
+/// and classifies what it finds.
 ///
-/// What it does not report, because each is part of something else or belongs to the converter:
-/// sidecars whose store exists (`NAME-wal`, `NAME-shm`, `NAME-journal`), Core Data support folders
-/// (`.STEM_SUPPORT`), the converter's own temporaries (`.NAME.*.partial`, `.NAME.*.partial.d`: removed when stale and
-/// ``removesStaleTemporaries`` is set), report spools (`.NAME.*.spool`: a dead run's is kept for its shard's next run), document locks
-/// (`.NAME.mdz.lock`), batch reports (files that start with ``BatchReport/signature``), backup folders
-/// (`docconvert-backup`, and the configured one), the inside of packages, and
-/// bundles whose source is still beside them or that were written after `startedAt` (this run, or a worker running
-/// beside it, reports those with their source).
+/// Beyond the walk's rule, it does not report sidecars whose store exists (`NAME-wal`, `NAME-shm`, `NAME-journal`),
+/// report spools (`.NAME.*.spool`: a dead run's is kept for its shard's next run), batch reports and plans (files
+/// that start with ``BatchReport/signature`` or a plan's), and bundles whose source is still beside them or that
+/// were written after `startedAt` (this run, or a worker running beside it, reports those with their source).
 struct BatchWalker {
     var root: FilePath
     var backupDirectory: FilePath?
@@ -62,78 +59,30 @@ struct BatchWalker {
     /// false, files are visited ``BatchCandidate/unclassified(_:relativePath:kind:)``, for threads of the caller's to
     /// classify with ``classify(_:)`` (reading a file's first bytes is most of a walk's time).
     func walk(classifyingFiles: Bool = true, _ visit: (BatchCandidate) -> Bool) {
-        guard let status = try? FileSystem.status(root), status.kind == .directory,
-              !FileSystem.isRegularFile(root.appending("StoreContent/persistentStore"))
+        guard let status = try? FileSystem.status(root), status.kind == .directory, !StoreTreeWalker.isPackage(root)
         else {
             // > A root that is a file, or a UIManagedDocument package: one item, converted as `convert` would
             // > (a package is never entered, so its store is never taken for a loose one).
             _ = visit(classify(root, relative: root.lastComponent?.string ?? root.string))
             return
         }
-        var stack: [(stream: OpaquePointer, path: FilePath, relative: String)] = []
-        defer { for level in stack { closedir(level.stream) } }
-        func push(_ folder: FilePath, _ relative: String) -> Bool {
-            guard let stream = folder.withPlatformString({ opendir($0) }) else {
-                let error = DocumentError.io("cannot list the folder", path: folder, errno: Errno(rawValue: errno))
-                return visit(.unreadable(folder, relativePath: relative, error: error))
-            }
-            stack.append((stream, folder, relative))
-            return true
-        }
-        guard push(root, "") else { return }
-        while let level = stack.last {
-            errno = 0
-            guard let entry = readdir(level.stream) else {
-                if errno != 0 {
-                    let error = DocumentError.io("cannot list the folder", path: level.path, errno: Errno(rawValue: errno))
-                    if !visit(.unreadable(level.path, relativePath: level.relative, error: error)) { return }
+        let walker = StoreTreeWalker(root: root, backupDirectory: backupDirectory, bundleExtension: bundleExtension,
+                                     ownSuffixes: [BatchReportSpool.suffix],
+                                     removesStaleTemporaries: removesStaleTemporaries)
+        walker.walk { entry in
+            switch entry {
+            case .package(let path, let relative):
+                return visit(classify(path, relative: relative))
+            case .unreadable(let path, let relative, let error):
+                return visit(.unreadable(path, relativePath: relative, error: error))
+            case .file(let path, let relative, let status):
+                if !classifyingFiles { return visit(.unclassified(path, relativePath: relative, kind: status.kind)) }
+                guard let candidate = classifyFile(path, relative: relative, kind: status.kind, status: status) else {
+                    return true
                 }
-                closedir(level.stream)
-                stack.removeLast()
-                continue
+                return visit(candidate)
             }
-            // The component is taken as bytes, so a name that is not valid UTF-8 still names its file; only the
-            // report's relative path shows it repaired.
-            let component = FilePath.Component(platformString: FileSystem.entryName(entry))
-            guard let component else { continue }  // "." and ".."
-            let name = component.string
-            if name == "." || name == ".." { continue }
-            let path = level.path.appending(component)
-            if isOwnFile(name) {
-                // > A crashed conversion's leftover is removed here, once, rather than by every conversion into this
-                // > folder listing it again; one in use keeps its lock and stays.
-                if removesStaleTemporaries { try? AtomicFile.removeIfStale(path) }
-                continue
-            }
-            let relative = level.relative.isEmpty ? name : level.relative + "/" + name
-            guard let status = try? FileSystem.status(path) else { continue }  // vanished since readdir
-            if status.kind == .directory {
-                if name == "docconvert-backup" || path == backupDirectory || isSupportFolder(name) { continue }
-                if FileSystem.isRegularFile(path.appending("StoreContent/persistentStore")) {
-                    if !visit(classify(path, relative: relative)) { return }  // a package: never entered
-                    continue
-                }
-                if !push(path, relative) { return }
-                continue
-            }
-            if !classifyingFiles {
-                if !visit(.unclassified(path, relativePath: relative, kind: status.kind)) { return }
-                continue
-            }
-            guard let candidate = classifyFile(path, relative: relative, kind: status.kind, status: status) else { continue }
-            if !visit(candidate) { return }
         }
-    }
-
-    /// Names the converter and the document lock create beside a target.
-    private func isOwnFile(_ name: String) -> Bool {
-        guard name.hasPrefix(".") else { return false }
-        return name.hasSuffix(AtomicFile.temporarySuffix) || name.hasSuffix(ScratchDirectory.suffix)
-            || name.hasSuffix(".\(bundleExtension).lock") || name.hasSuffix(BatchReportSpool.suffix)
-    }
-
-    private func isSupportFolder(_ name: String) -> Bool {
-        name.hasPrefix(".") && name.hasSuffix("_SUPPORT") && name.count > "._SUPPORT".count
     }
 
     /// The report's word for what a path is.

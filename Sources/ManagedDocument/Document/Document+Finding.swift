@@ -6,14 +6,12 @@ import Foundation
 import SystemPackage
 @_spi(Core) import MDZCore
 
-// In the Batch layer because it walks as a batch does: one walker (``BatchWalker``) finds the stores a batch converts,
-// the items of a fleet plan and the bundles `docconvert migrate` migrates.
 extension Document {
     /// The bundle `target` names, or every bundle under the folder `target`, sorted by path.
     ///
     /// Bundles are found by content (the zip signature and the `mimetype` entry), whatever their names. The tree is
-    /// walked by the rule a batch conversion walks it (``BatchConverter``, the fleet plan), so that every bundle a
-    /// batch wrote is found here: hidden folders and files are included (`.local/share/…`); symbolic links are never
+    /// walked by the rule a batch conversion walks it (``StoreTreeWalker``, which ``BatchConverter`` and the fleet
+    /// plan walk by too), so that every bundle a batch wrote is found here: hidden folders and files are included (`.local/share/…`); symbolic links are never
     /// followed; the tools' own files (temporaries, document locks, report spools), `docconvert-backup` folders,
     /// Core Data support folders and the inside of UIManagedDocument packages are skipped. A `target` that is a file
     /// but not a bundle throws the reader's specific reason.
@@ -34,13 +32,14 @@ extension Document {
             _ = try BundleReader(at: target)  // throws the specific reason it is not a bundle
             return [target]
         }
+        guard !StoreTreeWalker.isPackage(target) else { return [] }  // a package holds a store, not bundles
         var found: [FilePath] = []
         var failure: (any Error)?
-        BatchWalker(root: target, startedAt: Date()).walk(classifyingFiles: false) { candidate in
-            switch candidate {
-            case .unclassified(let path, _, .regular):
+        StoreTreeWalker(root: target).walk { entry in
+            switch entry {
+            case .file(let path, _, let status) where status.kind == .regular:
                 do {
-                    if case .bundle = try LegacyDetector.detect(at: path) { found.append(path) }
+                    if case .bundle = try LegacyDetector.detect(at: path, status: status) { found.append(path) }
                 } catch let error as DocumentError where error.code == .notFound {
                     return true  // vanished since listed
                 } catch {
@@ -50,8 +49,8 @@ extension Document {
             case .unreadable(_, _, let error):
                 failure = error
                 return false
-            default:
-                break  // links, devices, sockets; stores and packages
+            case .file, .package:
+                break  // links, devices, sockets; packages
             }
             return true
         }

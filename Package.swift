@@ -32,8 +32,10 @@ let package = Package(
         ),
         .target(
             // The SQLite binding the core is written against (CMDZSQLite.h): SQLite's types, the `md_*` calls its VFS
-            // code makes, the structures of its VFSs' files. Declarations, and the extended result codes.
-            name: "CMDZSQLite"
+            // code makes, the structures of its VFSs' files. Declarations, and the extended result codes; `calls.inc`,
+            // the calls both bindings define alike, is included by each binding's file, not compiled here.
+            name: "CMDZSQLite",
+            exclude: ["calls.inc"]
         ),
         .target(
             // The library's definition of the binding: the SQLite the process links (GRDB's).

@@ -359,7 +359,7 @@ public enum BundleWriter {
                 return .full("the bundle being replaced cannot be read (\(error.reason))")
             }
             loan = reusing
-        case .overlaid(_, let base, let whyWhole):
+        case .layered(_, let base, let whyWhole):
             guard let base else { return .full(whyWhole) }
             (previous, loan) = (base, SegmentLoan(base: base.openedIdentity))
         }

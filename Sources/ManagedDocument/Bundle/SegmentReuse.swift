@@ -106,13 +106,13 @@ final class SegmentReuse {
     /// must be full: the one planner of every incremental save (FORMAT.md 13.1, 16.1, 16.2).
     ///
     /// A digest segment of the new store (at the interval `previous` records) is reused when its bytes are the
-    /// recorded ones: proven by hashing them, or, for an overlaid store, known without reading them when no written
+    /// recorded ones: proven by hashing them, or, for a layered store, known without reading them when no written
     /// page touches it, it lies below the base limit and `previous` is the overlay's base, still the file at its
     /// path (its recorded CRC-32s and digest are then the new ones). A restart segment that ends either stream is
     /// reused only where it ends both, at the same length (the last segment carries the final block). Says why
     /// the save must be full instead: no restart index that names the replaced stream, no CRC-32s or CRC-32Cs of
     /// its segments (a version 1 bundle, an earlier release's), a restart or digest interval that changed with the
-    /// size, a replaced bundle changed or replaced since, most of an overlaid store written.
+    /// size, a replaced bundle changed or replaced since, most of a layered store written.
     ///
     /// - Parameters:
     ///   - loan: the replaced bundle's loan, made when this process last verified it (or opened it as a base).
@@ -134,14 +134,14 @@ final class SegmentReuse {
         let layout = Layout(size: size, baseSize: previous.metadata.store.size, restartInterval: interval,
                             digestInterval: recorded.interval, oldCount: restarts.offsets.count)
         var known: [Bool]?
-        if let overlaid = store as? any OverlaidStore {
+        if let layered = store as? any LayeredStore {
             guard loan.isKept(by: previous), FileIdentity(at: previous.path) == previous.openedIdentity else {
                 return .full("the bundle on disk is not the one this document last read or saved (replaced, or changed since)")
             }
             guard newInterval == recorded.interval else {
                 return .full("the store's restart or digest interval changed with its size")
             }
-            let untouched = layout.untouched(overlaid, recordedCount: recorded.count)
+            let untouched = layout.untouched(layered, recordedCount: recorded.count)
             guard untouched.lazy.filter({ $0 }).count * 2 >= untouched.count else {
                 return .full("most of the store changed since the bundle was written")
             }
@@ -194,10 +194,10 @@ final class SegmentReuse {
                 && (index != count - 1 || size == baseSize)
         }
 
-        /// For each digest segment of an overlaid store: whether it is the base's unchanged (no written page touches
+        /// For each digest segment of a layered store: whether it is the base's unchanged (no written page touches
         /// it, it lies below the base limit, the base records its digest) and each of its restart segments ends
         /// right; such a segment is copied unread.
-        func untouched(_ store: any OverlaidStore, recordedCount: Int) -> [Bool] {
+        func untouched(_ store: any LayeredStore, recordedCount: Int) -> [Bool] {
             var untouched = [Bool](repeating: true, count: digestCount)
             let pageSize = Int64(store.pageSize)
             store.presentPages.forEach { page in

@@ -15,7 +15,7 @@ import SystemPackage
 /// document's overlay (FORMAT.md 16.2). A save reads it by offset (``StoreReader/size`` is the size SQLite sees,
 /// ``StoreReader/origin`` the folder the written pages are kept in), and copies the base's restart segments that no
 /// written page touches without reading them (``SegmentReuse``).
-protocol OverlaidStore: AnyObject, StoreReader {
+protocol LayeredStore: AnyObject, StoreReader {
     /// The bytes of each block ``presentPages`` counts.
     var pageSize: Int { get }
     /// The blocks written over the base (they may differ from it); every other block below ``baseLimit`` is the
@@ -37,14 +37,14 @@ extension BundleWriter {
         /// A bundle's store with the pages written over it (16.2); with `base` (the reader of that
         /// bundle), the base's segments no written page touches are copied unread, otherwise `whyWhole` says why the
         /// save reads all of it.
-        case overlaid(any OverlaidStore, base: BundleReader?, whyWhole: String)
+        case layered(any LayeredStore, base: BundleReader?, whyWhole: String)
 
         /// The file that names the store in errors.
         var path: FilePath {
             switch self {
             case .file(let path, _): return path
             case .inMemory(let store): return store.origin
-            case .overlaid(let store, _, _): return store.origin
+            case .layered(let store, _, _): return store.origin
             }
         }
 
@@ -54,7 +54,7 @@ extension BundleWriter {
             switch self {
             case .file(let path, _): return try StoreFileReader(path)
             case .inMemory(let store): return store
-            case .overlaid(let store, _, _): return store
+            case .layered(let store, _, _): return store
             }
         }
     }
@@ -78,7 +78,7 @@ extension BundleWriter {
         /// Compression and threads.
         var options: WritingOptions
         /// The store's facts when the caller has just inspected it (and not changed it since), so the store is not
-        /// opened once more; an overlaid store's must be given.
+        /// opened once more; a layered store's must be given.
         var storeFacts: StoreFacts?
         /// A file whose permission bits the new bundle may not exceed (a converted store's privacy carries over).
         var permissionsOf: FilePath?

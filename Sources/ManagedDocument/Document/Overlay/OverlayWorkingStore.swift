@@ -9,7 +9,7 @@ import Logging
 import SystemPackage
 @_spi(Core) import MDZCore
 
-extension OverlayStore: OverlaidStore {}
+extension OverlayStore: LayeredStore {}
 
 /// The store of a writable document served from its bundle (FORMAT.md 16.2): SQLite opens the store an
 /// ``OverlayStore`` composes, the bundle's pages as the base and the pages written since in the working copy's
@@ -53,7 +53,7 @@ final class OverlayWorkingStore: EditableStore {
     -> (DocumentMetadata, SaveReport) {
         let overlay = try overlay()
         var request = BundleWriter.Request(
-            .overlaid(overlay, base: options.savesIncrementally ? state.withLock { $0.base } : nil,
+            .layered(overlay, base: options.savesIncrementally ? state.withLock { $0.base } : nil,
                       whyWhole: options.savesIncrementally ? "the working copy's base bundle is unknown"
                         : "incremental saves are off"),
             folders: folders, metadata: metadata, to: path, options: options.saving)

@@ -6,7 +6,8 @@
 #   scripts/sanitize.sh address     AddressSanitizer: memory errors (the C shim, libarchive callbacks, buffers)
 #
 # Extra arguments go to `swift test` (for example --filter DocumentTrustTests). The long soak of the readers
-# beside saves runs DOCUMENT_SOAK_SECONDS (60 here too: with 15, a sanitized run of many suites made no save in it).
+# beside saves runs DOCUMENT_SOAK_SECONDS (60 here; 20 in a plain run: with 15, a sanitized run of many suites made
+# no save in it).
 # The last line says whether a report was found.
 #
 # Every process writes its reports to a file of its own in .build-KIND.reports/ (log_path): the test process and the

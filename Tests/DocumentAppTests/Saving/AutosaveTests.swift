@@ -26,7 +26,7 @@ private final class StateLog: Sendable {
     var all: [Document.State] { box.states.withLock { $0 } }
 
     /// Waits (up to `timeout` seconds) until `state` has been seen `count` times; whether it was.
-    func waitFor(_ state: Document.State, count: Int = 1, timeout: Double = 20) async -> Bool {
+    func waitFor(_ state: Document.State, count: Int = 1, timeout: Double = 120) async -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if all.filter({ $0 == state }).count >= count { return true }

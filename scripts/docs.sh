@@ -9,8 +9,9 @@
 #                              # article names exists (scripts/docs/architecture.py), no function in Sources/, Tests/,
 #                              # Samples/ or Fuzz/ over 80 lines (scripts/docs/function-length.py), the DocC
 #                              # catalog builds with warnings as errors, every public symbol of the library has a
-#                              # doc comment, every Swift snippet of README.md and the DocC articles compiles in an
-#                              # outside package (scripts/docs/snippets.sh), every command of README.md runs as
+#                              # doc comment, every Swift snippet of README.md and the DocC articles type-checks as
+#                              # an app's code (scripts/docs/snippets.sh; --app builds them in an outside package),
+#                              # every command of README.md runs as
 #                              # written or is marked illustrative (scripts/docs/commands.sh), the man page
 #                              # generates (CI runs this)
 #   scripts/docs.sh manual     # only the man page, .build/docs/docconvert.1 (builds docconvert and generate-manual)
@@ -93,7 +94,7 @@ check() {
     python3 scripts/docs/examples.py "$(swift build --show-bin-path)/docconvert"
     log "checking the version and the installed packages the documents name"
     python3 scripts/docs/consistency.py
-    log "compiling the Swift snippets of README.md and the DocC articles in an outside package"
+    log "type-checking the Swift snippets of README.md and the DocC articles as an app's code"
     scripts/docs/snippets.sh
     manual
     log "documentation checks passed: $out"

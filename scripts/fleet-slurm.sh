@@ -9,7 +9,7 @@
 # files never items, things that are not stores untouched, the merged totals equal to the tree.
 #
 #   scripts/fleet-slurm.sh                      # all scenarios over 2,000 generated stores (about 12 minutes here)
-#   FLEET_STORES=240 scripts/fleet-slurm.sh     # the short tree CI uses (about 4 minutes)
+#   FLEET_STORES=120 scripts/fleet-slurm.sh     # the short tree CI uses (about 3 minutes)
 #
 # Scenarios, each on a fresh copy of the tree:
 #   array      an array of FLEET_TASKS tasks; then the same array resubmitted: everything skipped, reports keep what

@@ -2,8 +2,16 @@
 # Checks that every fenced ```swift snippet of README.md and of the DocC articles
 # (Sources/ManagedDocument/ManagedDocument.docc/*.md) compiles in a package outside this one, as an app's code.
 #
-#   scripts/docs/snippets.sh      build them; exit 0 when they compile, 1 listing each error (and each warning from
-#                                 Sources/ManagedDocument) at its line in the markdown
+#   scripts/docs/snippets.sh      type-check them as an app's code against this package's built modules (about 10 s:
+#                                 what CI runs); exit 0 when they compile, 1 listing each error at its line
+#   scripts/docs/snippets.sh --app  build them as an outside app package (about 3 minutes cold: the dependencies
+#                                 are built again); exit 0 when they compile, 1 listing each error (and each warning
+#                                 from Sources/ManagedDocument) at its line in the markdown
+#
+# Type-checking imports the modules `swift build` made for this package (the library's public API only: no snippet
+# says `@testable`, and SPI stays hidden without `@_spi`), in a module of its own, so it proves what an app's
+# compiler would accept; the app build proves also that the manifest resolves and that an app's clean build of the
+# library shows no warning.
 #
 # The outside package is the app of README.md's "Add the package": its Package.swift is that section's manifest, used
 # as written (every manifest snippet must be the same), beside a symbolic link ManagedDocument to this repository, so
@@ -26,6 +34,12 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
+mode=typecheck
+case "${1:-}" in
+    "") ;;
+    --app) mode=app ;;
+    *) echo "usage: scripts/docs/snippets.sh [--app]" >&2; exit 64 ;;
+esac
 scratch="$root/.build-snippets"
 app="$scratch/packages/app"   # beside packages/ManagedDocument, the link to this repository
 log() { echo "[snippets] $*" >&2; }
@@ -134,11 +148,24 @@ PY
 # The app takes this package's resolved versions when there are some, so the build needs no network.
 if [ -f Package.resolved ]; then cp Package.resolved "$app/Package.resolved"; fi
 
-log "building them as an app that depends on this package (scratch: $scratch)"
 build_log="$scratch/build.log"
 status=0
-nice -n 5 swift build --package-path "$app" --scratch-path "$scratch" --product "$target" \
-    --explicit-target-dependency-import-check error > "$build_log" 2>&1 || status=$?
+if [ "$mode" = typecheck ]; then
+    log "type-checking them as an app's code against this package's modules"
+    swift build --product ManagedDocument > "$build_log" 2>&1 || { cat "$build_log" >&2; exit 1; }
+    bin=$(swift build --show-bin-path)
+    maps=()
+    while IFS= read -r map; do
+        maps+=(-Xcc "-fmodule-map-file=$map")
+    done < <(scripts/docs/module-maps.sh "$bin")
+    swiftc -typecheck -module-name SnippetApp -target "$(uname -m)-unknown-linux-gnu" -I "$bin/Modules" "${maps[@]}" \
+        "$app/Sources/$target"/*.swift > "$build_log" 2>&1 || status=$?
+    # > The app build's warnings of the library's own sources are not seen here: only the snippets are compiled.
+else
+    log "building them as an app that depends on this package (scratch: $scratch)"
+    nice -n 5 swift build --package-path "$app" --scratch-path "$scratch" --product "$target" \
+        --explicit-target-dependency-import-check error > "$build_log" 2>&1 || status=$?
+fi
 # The library's files as the repository names them, not through the link.
 sed -i "s|$scratch/packages/ManagedDocument/|$root/|g" "$build_log"
 # Diagnostics, once each: errors anywhere, warnings from the library's own sources (an app sees those on every clean
@@ -163,4 +190,8 @@ if [ "$status" -ne 0 ] || [ -n "$errors" ] || [ -n "$library_warnings" ]; then
     log "the snippets do not build cleanly (full log: $build_log)"
     exit 1
 fi
-log "every snippet compiles in an outside package"
+if [ "$mode" = typecheck ]; then
+    log "every snippet type-checks as an app's code (scripts/docs/snippets.sh --app builds them as an outside app)"
+else
+    log "every snippet compiles in an outside package"
+fi

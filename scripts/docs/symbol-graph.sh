@@ -16,9 +16,7 @@ bin=$(swift build --show-bin-path)
 maps=()
 while IFS= read -r map; do
     maps+=(-Xcc "-fmodule-map-file=$map")
-done < <(ls Sources/CArchive/module.modulemap "$bin"/*.build/module.modulemap 2>/dev/null
-         find .build/checkouts -name module.modulemap -not -path "*/Tests/*" -not -path "*/SQLiteCustom/*" \
-              -not -path "*/GRDBSQLCipher/*" -not -path "*/Support/*")
+done < <(scripts/docs/module-maps.sh "$bin")
 rm -rf "$output"
 mkdir -p "$output"
 swift-symbolgraph-extract -module-name ManagedDocument -target "$(uname -m)-unknown-linux-gnu" -I "$bin/Modules" \

@@ -10,10 +10,11 @@ extension Document {
     /// The bundle `target` names, or every bundle under the folder `target`, sorted by path.
     ///
     /// Bundles are found by content (the zip signature and the `mimetype` entry), whatever their names. The tree is
-    /// walked by the rule a batch conversion walks it (``StoreTreeWalker``, which ``BatchConverter`` and the fleet
-    /// plan walk by too), so that every bundle a batch wrote is found here: hidden folders and files are included (`.local/share/…`); symbolic links are never
-    /// followed; the tools' own files (temporaries, document locks, report spools), `docconvert-backup` folders,
-    /// Core Data support folders and the inside of UIManagedDocument packages are skipped. A `target` that is a file
+    /// walked by the rule a batch conversion walks it (one walker below ``BatchConverter``, the fleet plan and this
+    /// call), so that every bundle a batch wrote is found here: hidden folders and files are included
+    /// (`.local/share/…`); symbolic links are never followed; the tools' own temporaries and document locks,
+    /// `docconvert-backup` folders, Core Data support folders and the inside of UIManagedDocument packages are
+    /// skipped (a batch's report spools are read and found not to be bundles). A `target` that is a file
     /// but not a bundle throws the reader's specific reason.
     ///
     /// ```swift

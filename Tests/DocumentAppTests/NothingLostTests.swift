@@ -21,12 +21,7 @@ private final class Flag: Sendable {
     func set() { value.withLock { $0 = true } }
     var isSet: Bool { value.withLock { $0 } }
     func wait(timeout: Double = 120) async -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if isSet { return true }
-            try? await Task.sleep(nanoseconds: 2_000_000)
-        }
-        return false
+        await eventually(timeout: timeout, every: 0.002) { isSet }
     }
 }
 
@@ -117,10 +112,10 @@ struct NothingLostTests {
             }
             #expect(await writing.wait())
             try await document.close()
-            try? await Task.sleep(nanoseconds: 50_000_000)
+            // The loop writes until a write is refused; it is cancelled only if none ever is.
+            #expect(await eventually { log.refused == 1 }, "the writes after close were not refused")
             writes.cancel()
             await writes.value
-            #expect(log.refused == 1, "the writes after close were not refused")
             let saved = try await savedNotes(bundle, folder: folder)
             let lost = Set(log.accepted).union([0]).subtracting(saved)
             #expect(lost.isEmpty, "accepted writes lost at close: \(lost.sorted().prefix(10)) of \(log.accepted.count)")

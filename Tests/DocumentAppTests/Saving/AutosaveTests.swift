@@ -27,12 +27,7 @@ private final class StateLog: Sendable {
 
     /// Waits (up to `timeout` seconds) until `state` has been seen `count` times; whether it was.
     func waitFor(_ state: Document.State, count: Int = 1, timeout: Double = 120) async -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if all.filter({ $0 == state }).count >= count { return true }
-            try? await Task.sleep(nanoseconds: 20_000_000)
-        }
-        return false
+        await eventually(timeout: timeout) { all.filter({ $0 == state }).count >= count }
     }
 }
 

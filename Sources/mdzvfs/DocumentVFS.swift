@@ -149,8 +149,8 @@ enum DocumentVFS {
     ///
     /// A bundle file another connection of the process serves already (the same device, inode, size and times to
     /// the nanosecond: ``FileIdentity``) is not parsed again: the connection shares that one's checked plan, or its
-    /// extracted file, and has a segment cache of its own. So a connection's memory beyond its cache is small
-    /// whatever the metadata lists, and its open costs a `stat`.
+    /// extracted file, and the segments already loaded (the process's ``SegmentPool``). So a connection's memory
+    /// beyond the shared cache is small whatever the metadata lists, and its open costs a `stat`.
     static func open(_ path: FilePath, cacheSize: Int, writable: Bool) -> Result<StoreSlot, Refusal> {
         // > stat(2), not open(2): a FIFO named like a document is never waited on here.
         if let status = try? Stat(path), status.kind == .regular, case let identity = FileIdentity(status),
@@ -225,7 +225,8 @@ final class SharedBundle: Sendable {
 
     init(_ kind: Kind) { self.kind = kind }
 
-    /// A source for one more connection: its own segment cache over the shared loader, or the shared file.
+    /// A source for one more connection: its view of the process's segment pool over the shared loader, or the
+    /// shared file.
     func source(cacheSize: Int) -> any ServedStore {
         switch kind {
         case .inPlace(let loader): return InPlaceStore(loader, cacheSize: cacheSize, owner: self)

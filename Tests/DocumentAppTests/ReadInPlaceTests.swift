@@ -154,6 +154,33 @@ struct ReadInPlaceTests {
             #expect(after < before + 64, "\(before) descriptors open before, \(after) after 2,100 opens")
         }
     }
+
+    @Test("stores reading one bundle share what was inflated: a second store's scan loads nothing while the first is open; once all are gone, a new one loads again")
+    func segmentsShared() async throws {
+        try await withTemporaryDirectory { folder in
+            let bundle = folder.appending("Notes.mdz")
+            try await makeDocument(bundle, folder: folder, rows: 3000)
+            let scan = "SELECT count(*), sum(length(body)) FROM note"
+            // > The cache holds the whole store: nothing the first scan loaded is dropped before the others run.
+            let expected = try { () throws -> Row? in
+                let first = try BundleStore(at: bundle, cacheSize: 64 << 20)
+                #expect(first.access == .segments, "\(first.reason ?? "")")
+                let expected = try first.read { db in try Row.fetchOne(db, sql: scan) }
+                #expect(first.cacheStatistics.segmentsLoaded >= 10, "\(first.cacheStatistics)")
+                for _ in 0..<3 {
+                    let store = try BundleStore(at: bundle)
+                    #expect(try store.read { db in try Row.fetchOne(db, sql: scan) } == expected)
+                    #expect(store.cacheStatistics.segmentsLoaded == 0, "\(store.cacheStatistics)")
+                }
+                return expected
+            }()
+            // > Every store is gone, and its segments with it.
+            let later = try BundleStore(at: bundle)
+            #expect(try later.read { db in try Row.fetchOne(db, sql: scan) } == expected)
+            #expect(later.cacheStatistics.segmentsLoaded > 0, "\(later.cacheStatistics)")
+            later.close()
+        }
+    }
 }
 
 /// How many descriptors this process has open.

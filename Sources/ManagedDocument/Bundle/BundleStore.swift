@@ -55,7 +55,9 @@ public final class BundleStore: Sendable {
     /// - Parameters:
     ///   - bundle: the bundle's path.
     ///   - cacheSize: bytes of inflated segments kept (at least two segments' worth; a segment is at most
-    ///     `limits.maxDigestSegmentSize`).
+    ///     `limits.maxDigestSegmentSize`), in the process's cache that every connection to this bundle file shares:
+    ///     the bundle's segments take at most the largest size its open connections asked for, and all bundles'
+    ///     together 32 MiB (or that largest size, when more).
     ///   - limits: the reader's limits.
     ///   - workingDirectory: where a store that must be extracted goes (default: the system's temporary folder).
     ///   - logger: told which path was taken.
@@ -113,16 +115,19 @@ public final class BundleStore: Sendable {
         }
     }
 
-    /// What the segment cache of a store read in place has done so far.
+    /// What the segment cache of a store read in place has done so far. The cache is the process's: every
+    /// connection to the same unchanged bundle file (other `BundleStore`s, documents, the `mdzvfs` extension) shares
+    /// the segments loaded, and this bundle's share of it is bounded by the largest `cacheSize` its open connections
+    /// asked for.
     public struct CacheStatistics: Sendable, Equatable {
-        /// The most bytes of segments the cache held at once.
+        /// The most bytes of this bundle's segments the process's cache held at once while it was open.
         public var peakBytes: Int
-        /// The segments read from the bundle so far.
+        /// The segments this store's connection read from the bundle so far (not those it found loaded by another).
         public var segmentsLoaded: Int
     }
 
-    /// The bytes of segments the cache held at once at most, and the segments read from the bundle so far (both 0
-    /// for an extracted store).
+    /// The bytes of this bundle's segments the process's cache held at once at most, and the segments this store
+    /// read from the bundle so far (both 0 for an extracted store).
     public var cacheStatistics: CacheStatistics {
         let statistics = (registration?.slot.source as? InPlaceStore)?.cache.statistics ?? (peakBytes: 0, segmentsLoaded: 0)
         return CacheStatistics(peakBytes: statistics.peakBytes, segmentsLoaded: statistics.segmentsLoaded)

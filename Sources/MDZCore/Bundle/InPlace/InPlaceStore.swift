@@ -14,7 +14,8 @@ import SystemPackage
         owner = nil
     }
 
-    /// A source reading through `loader` (shared with other connections to the same bundle), with a cache of its own;
+    /// A source reading through `loader` (shared with other connections to the same bundle), through the process's
+    /// segment pool, which every connection to the same bundle file shares;
     /// `owner` is kept as long as the source.
     @_spi(Core) public init(_ loader: SegmentLoader, cacheSize: Int, owner: (any AnyObject & Sendable)?) {
         cache = SegmentCache(loader, cacheSize: cacheSize)

@@ -1,138 +1,108 @@
 import Dispatch
 
-/// The segments of a store read in place that are kept in memory: a bounded cache of the last segments used, and,
-/// when reads go forward segment after segment (a scan), the next segments read, inflated and checked ahead on a
-/// second thread (at most ``readAhead`` of them in flight besides the cache), so the scan's inflating and hashing
-/// overlap SQLite's work.
+/// One connection's view of the segments of a store read in place: segments come from the process's
+/// ``SegmentPool`` (loaded here when no connection has them, and kept there for every connection to the same bundle
+/// file), and, when this connection's reads go forward segment after segment (a scan), the next segments are read,
+/// inflated and checked ahead on another thread (at most ``readAhead`` of them in flight), so the scan's inflating
+/// and hashing overlap SQLite's work.
 ///
-/// The cache never holds more than `max(cacheSize, 2 × segment)` bytes, and a segment is at most
-/// ``ReadingLimits/maxDigestSegmentSize`` (``StoreRoute``): besides it, at most ``readAhead`` + 1 segments are being
-/// read at once.
+/// The pool keeps at most `max(cacheSize, 2 × segment)` bytes of this bundle's segments (the largest size its
+/// connections asked for), and a segment is at most ``ReadingLimits/maxDigestSegmentSize`` (``StoreRoute``): besides
+/// them, at most ``readAhead`` + 1 segments are being read for this connection at once.
 @_spi(Core) public final class SegmentCache: Sendable {
     @_spi(Core) public let loader: SegmentLoader
-    /// Segments kept at most.
+    /// Segments this connection's share of the pool holds at most.
     @_spi(Core) public let capacity: Int
     /// Segments read ahead at most, beyond the one asked for.
     @_spi(Core) public let readAhead: Int
+    private let pool: SegmentPool
+    private let cacheSize: Int
     private let state = Protected(State())
-    private let prefetcher = DispatchQueue(label: "ManagedDocument.readAhead", attributes: .concurrent)
+    private static let prefetcher = DispatchQueue(label: "ManagedDocument.readAhead", attributes: .concurrent)
 
     private struct State {
-        @_spi(Core) public var cache: [Int: [UInt8]] = [:]
-        @_spi(Core) public var recent: [Int] = []  // least recently used first
-        /// Segments being loaded (by a read or ahead of one), each with the one-shot set when its load is over.
-        @_spi(Core) public var loading: [Int: Load] = [:]
         /// The segment the last read asked for: the next one asked for makes the reads sequential.
-        @_spi(Core) public var lastAsked = -2
-        @_spi(Core) public var peakCachedBytes = 0
-        @_spi(Core) public var segmentsLoaded = 0
+        var lastAsked = -2
+        var segmentsLoaded = 0
     }
 
-    /// - Parameter cacheSize: bytes of segments kept, at least two segments' worth (a whole store keeps two).
-    @_spi(Core) public init(_ loader: SegmentLoader, cacheSize: Int) {
+    /// - Parameters:
+    ///   - cacheSize: bytes of this bundle's segments the pool keeps for it, at least two segments' worth (a whole
+    ///     store keeps two).
+    ///   - pool: the pool the segments are kept in (the process's).
+    @_spi(Core) public init(_ loader: SegmentLoader, cacheSize: Int, pool: SegmentPool = .shared) {
         self.loader = loader
+        self.pool = pool
         if loader.plan.isWhole {
             capacity = 2
             readAhead = 1
+            self.cacheSize = 0
         } else {
             capacity = max(2, max(0, cacheSize) / loader.plan.segmentBytes)
             // > Up to three, and fewer than the cache holds: what is in flight never exceeds the cache's own size,
             // > so a store of 4 GiB and more (segments of 1 MiB and more) is still read ahead by more than one segment.
             readAhead = max(1, min(3, capacity - 1))
+            self.cacheSize = max(0, cacheSize)
         }
+        pool.join(loader.key, cacheSize: self.cacheSize, segmentBytes: loader.plan.segmentBytes)
     }
 
-    /// The most bytes of segments the cache held at once, and the segments read from the bundle so far.
+    deinit { pool.leave(loader.key, cacheSize: cacheSize) }
+
+    /// The most bytes of this bundle's segments the pool held at once, and the segments this connection read from
+    /// the bundle so far (those another connection had read are not counted).
     @_spi(Core) public var statistics: (peakBytes: Int, segmentsLoaded: Int) {
-        state.withLock { ($0.peakCachedBytes, $0.segmentsLoaded) }
+        (pool.peakBytes(of: loader.key), state.withLock { $0.segmentsLoaded })
     }
 
-    /// The end of a segment's load, whether it was kept or failed.
-    private typealias Load = WaitableState<Void?>
-
-    /// What a read finds for a segment.
-    private enum Lookup {
-        case cached([UInt8])
-        case beingLoaded(Load)
-        case toLoad(Load)
-    }
-
-    /// Segment `index`: from the cache, from a load under way (waited for), or loaded here (outside the lock).
+    /// Segment `index`: from the pool, from a load under way (waited for), or loaded here and kept in the pool.
     @_spi(Core) public func segment(_ index: Int) throws -> [UInt8] {
         while true {
-            let lookup = state.withLock { state -> Lookup in
-                if let bytes = state.cache[index] {
-                    if let position = state.recent.firstIndex(of: index) { state.recent.remove(at: position) }
-                    state.recent.append(index)
-                    return .cached(bytes)
-                }
-                if let done = state.loading[index] { return .beingLoaded(done) }
-                let done = Load(nil)
-                state.loading[index] = done
-                return .toLoad(done)
-            }
-            switch lookup {
+            switch pool.look(index, of: loader.key, digest: loader.plan.expectedDigest(of: index)) {
             case .cached(let bytes):
                 readAhead(after: index)
                 return bytes
             case .beingLoaded(let done):
                 done.wait()
-                continue  // cached now, or (a load that failed) loaded again here, which reports the failure
-            case .toLoad(let done):
-                defer { done.set(()) }
+                continue  // kept now, or (a load that failed) loaded again here, which reports the failure
+            case .toLoad:
                 let bytes: [UInt8]
                 do {
                     bytes = try loader.load(index)
                 } catch {
-                    _ = state.withLock { $0.loading.removeValue(forKey: index) }
+                    pool.abandon(index, of: loader.key, digest: loader.plan.expectedDigest(of: index))
                     throw error
                 }
-                keep(bytes, as: index)
+                state.withLock { $0.segmentsLoaded += 1 }
+                pool.keep(bytes, as: index, of: loader.key, digest: loader.plan.expectedDigest(of: index))
                 readAhead(after: index)
                 return bytes
+            case .absent:
+                continue  // not returned when claiming
             }
         }
     }
 
-    /// Puts a loaded segment in the cache, evicting the least recently used one past the capacity.
-    private func keep(_ bytes: [UInt8], as index: Int) {
-        state.withLock { state in
-            state.loading[index] = nil
-            if state.cache.count >= capacity, let oldest = state.recent.first {
-                state.recent.removeFirst()
-                state.cache[oldest] = nil
-            }
-            state.cache[index] = bytes
-            state.recent.append(index)
-            state.segmentsLoaded += 1
-            state.peakCachedBytes = max(state.peakCachedBytes, state.cache.values.reduce(0) { $0 + $1.count })
-        }
-    }
-
-    /// After a read of segment `index` that followed one of `index - 1`, loads the next segments on the second
-    /// thread (those neither cached nor being loaded). A segment that fails there is simply not cached: the read that
+    /// After a read of segment `index` that followed one of `index - 1`, loads the next segments on another thread
+    /// (those no connection has kept or is loading). A segment that fails there is simply not kept: the read that
     /// needs it loads it again and reports the failure.
     private func readAhead(after index: Int) {
-        let count = loader.plan.digests.count
-        let ahead = state.withLock { state -> [(Int, Load)] in
+        let count = loader.plan.isWhole ? 1 : loader.plan.digests.count
+        let sequential = state.withLock { state -> Bool in
             defer { state.lastAsked = index }
-            guard index == state.lastAsked + 1 else { return [] }
-            var ahead: [(Int, Load)] = []
-            for next in (index + 1)...(index + readAhead) where next < count {
-                guard state.cache[next] == nil, state.loading[next] == nil else { continue }
-                let done = Load(nil)
-                state.loading[next] = done
-                ahead.append((next, done))
-            }
-            return ahead
+            return index == state.lastAsked + 1
         }
-        for (next, done) in ahead {
-            prefetcher.async { [self] in
-                defer { done.set(()) }
+        guard sequential else { return }
+        for next in (index + 1)...(index + readAhead) where next < count {
+            guard case .toLoad = pool.look(next, of: loader.key, digest: loader.plan.expectedDigest(of: next)) else { continue }
+            // > Not `self`: a connection that closes meanwhile goes at once, and what its load brings back is
+            // > not kept if it was the bundle's last.
+            Self.prefetcher.async { [loader, pool, state] in
                 if let bytes = try? loader.load(next) {
-                    keep(bytes, as: next)
+                    state.withLock { $0.segmentsLoaded += 1 }
+                    pool.keep(bytes, as: next, of: loader.key, digest: loader.plan.expectedDigest(of: next))
                 } else {
-                    _ = state.withLock { $0.loading.removeValue(forKey: next) }
+                    pool.abandon(next, of: loader.key, digest: loader.plan.expectedDigest(of: next))
                 }
             }
         }

@@ -16,11 +16,15 @@ import SystemPackage
     /// The bundle's path, for errors.
     @_spi(Core) public let path: FilePath
     @_spi(Core) public let plan: SegmentPlan
+    /// What the process's ``SegmentPool`` keeps this store's segments under: the file's identity when the reader
+    /// opened it, and the plan's cut.
+    @_spi(Core) public let key: SegmentPool.BundleKey
 
     @_spi(Core) public init(reader: BundleReader, plan: SegmentPlan) {
         file = reader.file
         path = reader.path
         self.plan = plan
+        key = SegmentPool.BundleKey(reader.openedIdentity, plan: plan)
     }
 
     /// Segment `index`, checked against its digest.

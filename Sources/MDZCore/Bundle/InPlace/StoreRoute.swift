@@ -159,4 +159,14 @@ import SystemPackage
     /// The bytes of one segment as they are held (a store smaller than its interval is one segment of its own
     /// size), at most the limits ``StoreRoute`` checked.
     @_spi(Core) public var segmentBytes: Int { Int(max(1, min(interval, size))) }
+
+    /// What segment `index` is checked against, as text: its SHA-256, or for a store served whole, its SHA-256 or
+    /// all its segment digests.
+    @_spi(Core) public func expectedDigest(of index: Int) -> String {
+        switch whole {
+        case nil: return digests[index]
+        case .sha256(let digest): return digest
+        case .segments(let segments): return segments.sha256
+        }
+    }
 }

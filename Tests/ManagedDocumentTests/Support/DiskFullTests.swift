@@ -86,6 +86,42 @@ struct DiskFullTests {
         }
     }
 
+    @Test("Document.save, incremental: the segments copied from the bundle do not fit; the previous bundle stays, and with space the save copies them")
+    func incrementalSave() async throws {
+        try await withSmallDisk(6 * 1024) { disk, grow in
+            try await withTemporaryDirectory { elsewhere in
+                let bundle = disk.appending("Notes.mdz")
+                var options = Document.OpenOptions()
+                options.createIfMissing = true
+                options.workingDirectory = elsewhere.appending("working")
+                // > About 10 MiB of hexadecimal text, deflated to about half: one bundle fits, two do not.
+                let document = try await Document.open(at: bundle, options: options)
+                try await document.writer.write { db in
+                    try db.execute(sql: "CREATE TABLE note(id INTEGER PRIMARY KEY, body TEXT)")
+                    for _ in 0..<4000 { try db.execute(sql: "INSERT INTO note(body) VALUES (hex(randomblob(1300)))") }
+                }
+                try await document.save()
+                let size = try Fixtures.bytes(of: bundle).count
+                #expect(size > 3 << 20 && size < 6 << 20, "\(size) bytes: the disk must hold one, not two")
+                try await document.writer.write { db in try db.execute(sql: "UPDATE note SET body = 'changed' WHERE id = 7") }
+                let previous = try Fixtures.bytes(of: bundle)
+                let error = await #expect(throws: DocumentError.self) { try await document.save() }
+                expectNoSpace(error, "incremental save")
+                #expect(document.state == .savingFailed)
+                #expect(try Fixtures.bytes(of: bundle) == previous, "the previous bundle is byte-identical")
+                let left = try leftovers(disk)
+                #expect(left.isEmpty, "\(left)")
+                try grow(16 * 1024)
+                try await document.save()
+                #expect(document.lastSave?.mode == .incremental, "\(String(describing: document.lastSave))")
+                #expect(document.state == .normal)
+                try await document.close()
+                let verified = try BundleReader(at: bundle).verify(full: true)
+                #expect(verified.rowCounts["note"] == 4000)
+            }
+        }
+    }
+
     @Test("extract: the store does not fit where it is extracted; nothing is left there")
     func extract() async throws {
         try await withSmallDisk(2 * 1024) { disk, grow in

@@ -4,6 +4,8 @@
 #   bench_work_folder NAME   sets WORK to "$DIR/NAME" (made empty), and removes it on exit unless KEEP=1
 #   bench_page_cache         sets DROP=1 when the page cache can be dropped (root, BENCH_DROP_CACHES not 0)
 #   drop_caches              drops it (when DROP=1)
+#   bench_item_store PATH MB a SQLite store of about MB MiB: table item(id, kind, body), rows of about 1 KiB of
+#                            words (compressible as text is), the same rows for the same MB
 #   run_case ID ROUND NAME [FOLDER]
 #                            one timed run of the case ID (see below); sets TIMED
 #
@@ -63,4 +65,25 @@ run_case() {
         exit 1
     fi
     read -r -a TIMED < <(tail -n 1 "$WORK/time.txt")
+}
+
+# bench_item_store PATH MB: the store the in-place reading benchmarks read (bench-extension, bench-segment-floor).
+bench_item_store() {
+    /usr/bin/python3 - "$1" "$2" <<'EOF'
+import random, sqlite3, sys
+path, megabytes = sys.argv[1], int(sys.argv[2])
+random.seed(7)
+words = ['%s%d' % (w, i) for i, w in enumerate('alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo'.split() * 40)]
+con = sqlite3.connect(path)
+con.execute('PRAGMA journal_mode = OFF')
+con.execute('PRAGMA synchronous = OFF')
+con.execute('CREATE TABLE item(id INTEGER PRIMARY KEY, kind INTEGER, body TEXT)')
+rows = megabytes * 1024 * 1024 // 1100
+for start in range(0, rows, 10000):
+    con.executemany('INSERT INTO item(kind, body) VALUES (?, ?)',
+                    ((random.randrange(100), ' '.join(random.choices(words, k=150))[:1000])
+                     for _ in range(min(10000, rows - start))))
+con.commit()
+con.close()
+EOF
 }

@@ -78,23 +78,7 @@ STORE="$WORK/source.sqlite"
 DOC="$WORK/document.mdz"
 EXTRACTED="$WORK/extracted.sqlite"
 log "making a ${MB} MiB store"
-"$PYTHON" - "$STORE" "$MB" <<'EOF'
-import random, sqlite3, sys
-path, megabytes = sys.argv[1], int(sys.argv[2])
-random.seed(7)
-words = ['%s%d' % (w, i) for i, w in enumerate('alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo'.split() * 40)]
-con = sqlite3.connect(path)
-con.execute('PRAGMA journal_mode = OFF')
-con.execute('PRAGMA synchronous = OFF')
-con.execute('CREATE TABLE item(id INTEGER PRIMARY KEY, kind INTEGER, body TEXT)')
-rows = megabytes * 1024 * 1024 // 1100
-for start in range(0, rows, 10000):
-    con.executemany('INSERT INTO item(kind, body) VALUES (?, ?)',
-                    ((random.randrange(100), ' '.join(random.choices(words, k=150))[:1000])
-                     for _ in range(min(10000, rows - start))))
-con.commit()
-con.close()
-EOF
+bench_item_store "$STORE" "$MB"
 log "converting it: docconvert create, then extract"
 "$DOCCONVERT" create "$DOC" --from "$STORE" >&2
 "$DOCCONVERT" extract "$DOC" --output "$EXTRACTED" >&2

@@ -20,7 +20,7 @@ cd "$root"
 MB=${BENCH_MB:-64}
 DIR=${BENCH_DIR:-./bench-work}
 [[ $MB =~ ^[1-9][0-9]*$ ]] && (( MB >= 8 )) || { echo "BENCH_MB must be an integer of at least 8" >&2; exit 64; }
-log() { echo "[bench] $*" >&2; }
+source "$root/scripts/bench-common.sh"
 
 WORK="$DIR/segment-floor"
 mkdir -p "$WORK"
@@ -30,25 +30,10 @@ if [[ ! -x $VENV/bin/python ]] || ! "$VENV/bin/python" -c 'import isal' 2>/dev/n
     /usr/bin/python3 -m venv "$VENV" >&2
     "$VENV/bin/pip" install --quiet isal >&2
 fi
-STORE="$WORK/store-$MB.sqlite"
+STORE="$WORK/items-$MB.sqlite"
 if [[ ! -s $STORE ]]; then
     log "making a $MB MiB store"
-    /usr/bin/python3 - "$STORE" "$MB" <<'EOF'
-import random, sqlite3, sys
-path, megabytes = sys.argv[1], int(sys.argv[2])
-random.seed(7)
-words = ['%s%d' % (w, i) for i, w in enumerate('alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo'.split() * 40)]
-con = sqlite3.connect(path)
-con.execute('PRAGMA journal_mode = OFF')
-con.execute('CREATE TABLE item(id INTEGER PRIMARY KEY, kind INTEGER, body TEXT)')
-rows = megabytes * 1024 * 1024 // 1100
-for start in range(0, rows, 10000):
-    con.executemany('INSERT INTO item(kind, body) VALUES (?, ?)',
-                    ((random.randrange(100), ' '.join(random.choices(words, k=150))[:1000])
-                     for _ in range(min(10000, rows - start))))
-con.execute('CREATE INDEX item_kind ON item(kind)')
-con.commit()
-EOF
+    bench_item_store "$STORE" "$MB"
 fi
 
 echo "# The cost of one segment (\`scripts/bench-segment-floor.sh\`)"

@@ -96,8 +96,8 @@ struct SegmentPoolTests {
             let first = try Self.cache(bundle, cacheSize: 8 << 20, pool: pool)
             let key = first.loader.key
             _ = try first.segment(0)
-            #expect({ if case .cached = pool.look(0, of: key, digest: first.loader.plan.digests[0]) { true } else { false } }())
-            #expect({ if case .absent = pool.look(0, of: key, digest: String(repeating: "0", count: 64), claim: false) { true } else { false } }())
+            #expect(pool.holds(0, of: key, digest: first.loader.plan.digests[0]))
+            #expect(!pool.holds(0, of: key, digest: String(repeating: "0", count: 64)))
             // > The path now names another bundle (a save renames a new file into place): its connection loads its
             // > own segments, and they hold the new bytes.
             let other = try Self.bundle(in: directory, named: "Other", seed: 5)
@@ -129,7 +129,7 @@ struct SegmentPoolTests {
                 #expect(error.reason.contains("segment 2 "), "\(error)")
             }
             #expect(caches.map { $0.statistics.segmentsLoaded } == [0, 0])
-            #expect({ if case .absent = pool.look(2, of: caches[0].loader.key, digest: caches[0].loader.plan.digests[2], claim: false) { true } else { false } }())
+            #expect(!pool.holds(2, of: caches[0].loader.key, digest: caches[0].loader.plan.digests[2]))
             _ = try caches[1].segment(1)
             #expect(pool.bytes.now == 131_072)
         }

@@ -57,8 +57,9 @@ import Dispatch
 
     /// Segment `index`: from the pool, from a load under way (waited for), or loaded here and kept in the pool.
     @_spi(Core) public func segment(_ index: Int) throws -> [UInt8] {
+        let digest = loader.plan.expectedDigest(of: index)
         while true {
-            switch pool.look(index, of: loader.key, digest: loader.plan.expectedDigest(of: index)) {
+            switch pool.look(index, of: loader.key, digest: digest) {
             case .cached(let bytes):
                 readAhead(after: index)
                 return bytes
@@ -70,15 +71,13 @@ import Dispatch
                 do {
                     bytes = try loader.load(index)
                 } catch {
-                    pool.abandon(index, of: loader.key, digest: loader.plan.expectedDigest(of: index))
+                    pool.abandon(index, of: loader.key, digest: digest)
                     throw error
                 }
                 state.withLock { $0.segmentsLoaded += 1 }
-                pool.keep(bytes, as: index, of: loader.key, digest: loader.plan.expectedDigest(of: index))
+                pool.keep(bytes, as: index, of: loader.key, digest: digest)
                 readAhead(after: index)
                 return bytes
-            case .absent:
-                continue  // not returned when claiming
             }
         }
     }
@@ -87,22 +86,23 @@ import Dispatch
     /// (those no connection has kept or is loading). A segment that fails there is simply not kept: the read that
     /// needs it loads it again and reports the failure.
     private func readAhead(after index: Int) {
-        let count = loader.plan.isWhole ? 1 : loader.plan.digests.count
+        let count = loader.plan.digests.count
         let sequential = state.withLock { state -> Bool in
             defer { state.lastAsked = index }
             return index == state.lastAsked + 1
         }
         guard sequential else { return }
         for next in (index + 1)...(index + readAhead) where next < count {
-            guard case .toLoad = pool.look(next, of: loader.key, digest: loader.plan.expectedDigest(of: next)) else { continue }
+            let digest = loader.plan.expectedDigest(of: next)
+            guard case .toLoad = pool.look(next, of: loader.key, digest: digest) else { continue }
             // > Not `self`: a connection that closes meanwhile goes at once, and what its load brings back is
             // > not kept if it was the bundle's last.
             Self.prefetcher.async { [loader, pool, state] in
                 if let bytes = try? loader.load(next) {
                     state.withLock { $0.segmentsLoaded += 1 }
-                    pool.keep(bytes, as: next, of: loader.key, digest: loader.plan.expectedDigest(of: next))
+                    pool.keep(bytes, as: next, of: loader.key, digest: digest)
                 } else {
-                    pool.abandon(next, of: loader.key, digest: loader.plan.expectedDigest(of: next))
+                    pool.abandon(next, of: loader.key, digest: digest)
                 }
             }
         }

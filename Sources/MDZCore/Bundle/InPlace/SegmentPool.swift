@@ -139,14 +139,14 @@ import Glibc
         case cached([UInt8])
         /// Another thread loads it: wait for it, then look again.
         case beingLoaded(WaitableState<Void?>)
-        /// No one has it: the caller loads it, then calls ``keep(_:as:of:digest:)`` or ``abandon(_:of:digest:)``.
-        case toLoad(WaitableState<Void?>)
-        /// Neither kept nor being loaded, and the caller did not ask to load it.
-        case absent
+        /// No one has it, and the caller now loads it: it then calls ``keep(_:as:of:digest:)`` or
+        /// ``abandon(_:of:digest:)``.
+        case toLoad
     }
 
-    /// Segment `index` of `bundle`: kept (and marked used), being loaded, or to be loaded by the caller when `claim`.
-    @_spi(Core) public func look(_ index: Int, of bundle: BundleKey, digest: String, claim: Bool = true) -> Lookup {
+    /// Segment `index` of `bundle`, checked against `digest`: kept (and marked used), being loaded, or now the
+    /// caller's to load.
+    @_spi(Core) public func look(_ index: Int, of bundle: BundleKey, digest: String) -> Lookup {
         let key = Key(bundle: bundle, index: index, digest: digest)
         return state.withLock { state in
             state.clock += 1
@@ -155,14 +155,17 @@ import Glibc
                 return .cached(entry.bytes)
             }
             if let done = state.loading[key] { return .beingLoaded(done) }
-            guard claim else { return .absent }
-            let done = Load(nil)
-            state.loading[key] = done
-            return .toLoad(done)
+            state.loading[key] = Load(nil)
+            return .toLoad
         }
     }
 
-    /// Keeps a segment the caller loaded (after ``look(_:of:digest:claim:)`` said `toLoad`), within both bounds, and ends
+    /// Whether segment `index` of `bundle`, checked against `digest`, is kept (it is not marked used).
+    @_spi(Core) public func holds(_ index: Int, of bundle: BundleKey, digest: String) -> Bool {
+        state.withLock { $0.entries[Key(bundle: bundle, index: index, digest: digest)] != nil }
+    }
+
+    /// Keeps a segment the caller loaded (after ``look(_:of:digest:)`` said `toLoad`), within both bounds, and ends
     /// its load. A segment of a bundle no connection holds any more is not kept.
     @_spi(Core) public func keep(_ bytes: [UInt8], as index: Int, of bundle: BundleKey, digest: String) {
         let key = Key(bundle: bundle, index: index, digest: digest)

@@ -203,7 +203,7 @@ struct Batch: AsyncParsableCommand {
         options.conversion.legacyPolicy = legacy
         options.conversion.backupDirectory = backupDir.map { FilePath($0) }
         options.conversion.busyTimeout = busyTimeout
-        options.conversion.writing = WritingOptions(compression: compression.writingCompression)
+        options.conversion.writing = compression.writingOptions
         options.survey = !quiet  // a total for the progress line's ETA
         options.shard = try parse {
             if let shard { return try BatchShard(parsing: shard) }

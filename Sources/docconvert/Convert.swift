@@ -61,7 +61,7 @@ struct Convert: ParsableCommand {
         options.backupDirectory = backupDir.map { FilePath($0) }
         options.busyTimeout = busyTimeout
         options.mediaType = mediaType
-        options.writing = WritingOptions(compression: compression.writingCompression)
+        options.writing = compression.writingOptions
         let report = try reportingErrors(json: outputOptions.json) {
             try LegacyConverter(options: options).convert(storeAt: FilePath(source), to: output.map { FilePath($0) })
         }

@@ -53,7 +53,7 @@ struct Create: ParsableCommand {
         let metadata = DocumentMetadata(
             mediaType: mediaType,
             model: .init(name: modelName, version: modelVersion, compatibilityLevel: compatibilityLevel))
-        let options = WritingOptions(compression: compression.writingCompression)
+        let options = compression.writingOptions
         let written = try reportingErrors(json: output.json) {
             if let from {
                 return try BundleWriter.createDocument(at: path, copyingStore: FilePath(from), metadata: metadata,

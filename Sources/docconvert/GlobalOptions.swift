@@ -22,12 +22,33 @@ struct CompressionOptions: ParsableArguments {
         discussion: "Levels 1-3 use ISA-L (igzip), several times as fast as zlib; 4-9 use zlib (6 is zip's default)."))
     var level: Int = WritingOptions.defaultDeflateLevel
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Bundle format version to write: 2 (the default) or 3.",
+        discussion: """
+        Version 3 keeps the store's segment digests and restart points in an index entry of their own instead of the \
+        metadata, so that a segment is 128 KiB at any store size and reading in place costs the same on a 1 GiB and \
+        a 64 GiB document (docs/FORMAT.md 13.2). Readers of this release read both; older ones refuse version 3 as \
+        newer.
+        """,
+        valueName: "version"))
+    var formatVersion: Int = BundleLayout.formatVersion
+
     func validate() throws {
         guard (1...9).contains(level) else { throw ValidationError("--level must be between 1 and 9") }
+        guard (2...BundleLayout.newestFormatVersion).contains(formatVersion) else {
+            throw ValidationError("--format-version must be 2 or \(BundleLayout.newestFormatVersion)")
+        }
     }
 
     var writingCompression: WritingOptions.Compression {
         compression == .store ? .store : .deflate(level: level)
+    }
+
+    /// The writing options these flags ask for.
+    var writingOptions: WritingOptions {
+        var options = WritingOptions(compression: writingCompression)
+        options.formatVersion = formatVersion
+        return options
     }
 }
 

@@ -94,6 +94,12 @@ struct Inspect: ParsableCommand {
         } else {
             print("  segment hashes: none (written before they were recorded, or by another writer)")
         }
+        if let index = store.index, let entry = reader.entry(named: index.entry) {
+            // > Format version 3 (FORMAT.md 13.2): where the records above came from.
+            print("  store index:    \(index.entry), \(formatBytes(entry.size)): \(counted(store.segments?.count ?? 0, "record")) and a hash tree of root \(index.root.prefix(16))…, all checked when the bundle opened")
+        } else {
+            print("  store index:    none (before format version 3, the metadata holds the segment records)")
+        }
         for notice in reader.notices { print("  notice:         \(notice)") }
         if let provenance = metadata.provenance {
             print("  converted from: \(provenance.fileName) (\(provenance.kind), \(formatBytes(UInt64(provenance.size)))) on \(dates.string(from: provenance.convertedAt))")

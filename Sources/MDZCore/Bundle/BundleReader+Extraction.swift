@@ -169,7 +169,9 @@ extension BundleReader {
                 throw DocumentError(.nonRegularEntry, path: path, entry: name,
                                     reason: "is not a regular file; bundles hold only regular files")
             }
-            if entry.role == .mimetype || entry.role == .metadata { continue }  // checked when the reader opened
+            if entry.role == .mimetype || entry.role == .metadata || entry.role == .storeIndex {
+                continue  // checked when the reader opened
+            }
             if entry.role == .store, let checkingStore {
                 try checkingStore(self)
                 continue

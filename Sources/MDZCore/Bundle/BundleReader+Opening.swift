@@ -321,7 +321,8 @@ extension BundleReader {
         // > 50 bytes a value, so a count bounds the memory decoding takes whatever the text is.
         let (perEntry, _) = limits.maxEntryCount.multipliedReportingOverflow(by: 8)
         let maxValues = max(0, min(perEntry, Int.max - (1 << 16))) + (1 << 16)
-        let metadata = try DocumentMetadata.decode(metadataBytes, bundle: path, maxValues: maxValues)
+        var metadata = try DocumentMetadata.decode(metadataBytes, bundle: path, maxValues: maxValues)
+        try loadStoreIndex(into: &metadata, entries: entries, in: file)
         try check(metadata, mediaType: mediaType, entries: entries, path: path)
         return metadata
     }

@@ -25,14 +25,22 @@ public enum BundleLayout {
     public static let defaultExtension = "mdz"
     /// The value of the metadata's `format` key.
     public static let formatName = "managed-document"
-    /// The newest format version this library reads and the one it writes.
+    /// The format version this library writes unless told otherwise (``newestFormatVersion`` is read too, and
+    /// written when a writer is asked for it).
     public static let formatVersion = 2
+    /// The newest format version this library reads (and writes when asked): 3, whose store index entry
+    /// (``storeIndex``) holds the segment records (FORMAT.md 13.2).
+    public static let newestFormatVersion = 3
+    /// The store index entry of format version 3 (FORMAT.md 13.2).
+    public static let storeIndex = "StoreContent/persistentStore.index"
     /// The byte offset of the media type in every bundle: 30-byte local header plus the 8 bytes of `mimetype`.
     public static let mediaTypeOffset = 38
 
     /// The part of the layout an entry belongs to.
     @_spi(Core) public enum Role: Equatable, Sendable {
         case mimetype, metadata, store
+        /// The store index (format version 3).
+        case storeIndex
         case externalData(relativePath: String)
         case additionalContent(relativePath: String)
         /// An explicit folder entry (a name ending in `/`) inside an allowed folder; readers ignore it.
@@ -88,6 +96,7 @@ public enum BundleLayout {
         case mimetype: return (name, .mimetype)
         case metadata: return (name, .metadata)
         case store: return (name, .store)
+        case storeIndex: return (name, .storeIndex)
         default:
             if name.hasPrefix(externalDataPrefix) {
                 return (name, .externalData(relativePath: String(name.dropFirst(externalDataPrefix.count))))
@@ -95,7 +104,7 @@ public enum BundleLayout {
             if name.hasPrefix(additionalContentPrefix) {
                 return (name, .additionalContent(relativePath: String(name.dropFirst(additionalContentPrefix.count))))
             }
-            throw refuse(.entryNotAllowed, "the format (version \(formatVersion)) does not allow this entry")
+            throw refuse(.entryNotAllowed, "the format (up to version \(newestFormatVersion)) does not allow this entry")
         }
     }
 }

@@ -98,6 +98,10 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
         /// The SHA-256 of the store's bytes segment by segment, so that any part can be checked on its own
         /// (FORMAT.md 11.4; required from format version 2 on).
         public var segments: SegmentDigests? = nil
+        /// Where the store's segment records lie in format version 3 (FORMAT.md 13.2): the store index entry and
+        /// its root. A reader fills ``segments`` and ``deflateRestarts`` from that entry once it is checked; the
+        /// metadata text of a version 3 bundle holds neither.
+        public var index: StoreIndexReference? = nil
 
         /// The digest that names the store's content in the bundle's format version: ``digest`` (version 2) or
         /// ``sha256`` (version 1). Two bundles with the same content digest hold the same store bytes.
@@ -178,6 +182,33 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
         @_spi(Core) public static func count(forSize size: Int64, interval: Int64) -> Int64? {
             guard size >= 0, interval > 0 else { return nil }
             return size / interval + (size % interval == 0 ? 0 : 1)
+        }
+    }
+
+    /// The metadata's reference to the store index of format version 3 (FORMAT.md 13.2): the entry, the root of
+    /// its hash tree, the store's segment interval, and the stream its restart points describe.
+    public struct StoreIndexReference: Codable, Sendable, Equatable {
+        /// The entry name, `StoreContent/persistentStore.index`.
+        public var entry: String
+        /// The lowercase hex SHA-256 of the index's header and the top hash of its tree: what every record is
+        /// checked against.
+        public var root: String
+        /// Bytes per segment (also between restart points, when the store has them), at least 65,536.
+        public var interval: Int64
+        /// The compressed size of the stream the records' restart points describe; `nil` when they carry none (a
+        /// stored store, or one deflated whole). With ``crc32``, what a reader compares with the store entry to
+        /// tell a repacked stream, whose restart points it then ignores.
+        public var compressedSize: Int64?
+        /// The CRC-32 of the entry the restart points describe (see ``compressedSize``).
+        public var crc32: UInt32?
+
+        /// A reference with these values.
+        public init(entry: String, root: String, interval: Int64, compressedSize: Int64? = nil, crc32: UInt32? = nil) {
+            self.entry = entry
+            self.root = root
+            self.interval = interval
+            self.compressedSize = compressedSize
+            self.crc32 = crc32
         }
     }
 
@@ -366,9 +397,9 @@ extension DocumentMetadata {
             throw DocumentError(.invalidMetadata, path: bundle, entry: BundleLayout.metadata,
                                 reason: "'formatVersion' is missing or not a positive integer")
         }
-        guard version <= BundleLayout.formatVersion else {
+        guard version <= BundleLayout.newestFormatVersion else {
             throw DocumentError(.newerFormat, path: bundle, entry: BundleLayout.metadata,
-                                reason: "was written in format version \(version); this program reads up to version \(BundleLayout.formatVersion): update it to open this bundle")
+                                reason: "was written in format version \(version); this program reads up to version \(BundleLayout.newestFormatVersion): update it to open this bundle")
         }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
@@ -401,6 +432,7 @@ extension DocumentMetadata {
     private func missingStoreKey(ofVersion version: Int) -> String? {
         if version < 2 { return store.sha256 == nil ? "store.sha256" : nil }
         if store.digest == nil { return "store.digest" }
+        if version >= 3 { return store.index == nil ? "store.index" : nil }
         return store.segments == nil ? "store.segments" : nil
     }
 
@@ -415,6 +447,14 @@ extension DocumentMetadata {
             metadata.store.deflateRestarts?.compressedCRC32Cs = nil
         } else {
             metadata.store.sha256 = nil
+        }
+        if version < 3 {
+            metadata.store.index = nil
+        } else {
+            // > Version 3 (FORMAT.md 13.2): the segments and restart points are the store index's, filled in once it
+            // > is checked; any the text carries are not read.
+            metadata.store.segments = nil
+            metadata.store.deflateRestarts = nil
         }
         return metadata
     }

@@ -58,10 +58,15 @@ final class ArchiveWriter {
     ///   - compressionThreads: threads that deflate one large entry at once (``ParallelDeflater``); 0 deflates on the
     ///     calling thread. At most the cores this process may use are started: more would deflate no faster, and
     ///     each holds its own buffers.
+    /// The bundle format written, which sets the restart interval (``ParallelDeflater/restartInterval(forSize:formatVersion:)``).
+    let formatVersion: Int
+
     init(descriptor: FileDescriptor, path: FilePath, mediaType: String, deflateLevel: Int,
-         modificationTime: Int64, forcesZIP64: Bool = false, compressionThreads: Int = 0) throws {
+         modificationTime: Int64, forcesZIP64: Bool = false, compressionThreads: Int = 0,
+         formatVersion: Int = BundleLayout.formatVersion) throws {
         precondition((0...9).contains(deflateLevel), "deflate level must be 0...9")
         self.path = path
+        self.formatVersion = formatVersion
         self.deflateLevel = deflateLevel
         self.forcesZIP64 = forcesZIP64
         self.compressionThreads = min(max(0, compressionThreads), ParallelDeflater.availableCores)
@@ -170,7 +175,8 @@ final class ArchiveWriter {
     throws -> (crc32: UInt32, compressedSize: UInt64, digest: EntryDigest) {
         let isLarge = size >= Self.parallelDeflateThreshold
         let deflater = try ParallelDeflater(level: deflateLevel, workers: isLarge || reuse != nil ? compressionThreads : 0,
-                                            restartInterval: ParallelDeflater.restartInterval(forSize: size), size: size)
+                                            restartInterval: ParallelDeflater.restartInterval(forSize: size, formatVersion: formatVersion),
+                                            size: size)
         var written: Int64 = 0
         func grow(by count: Int64) throws {
             written += count

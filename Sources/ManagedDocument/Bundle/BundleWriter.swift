@@ -67,8 +67,14 @@ public struct WritingOptions: Sendable, Equatable {
     /// Whether the writer lists the destination's folder for temporaries that crashed writers left (off when the
     /// caller has just done so, or a batch walk does it for every folder it lists).
     var removesStaleTemporaries = true
-    /// The most segment digests a store gets (FORMAT.md 11.4): past it, a digest covers several restart segments.
+    /// The most segment digests a store gets in format version 2 (FORMAT.md 11.4): past it, a digest covers several
+    /// restart segments. Version 3 has no such cap: its digests are in the store index, not the metadata.
     var maximumSegmentDigests = 4096
+    /// The bundle format written: 2 (the default, ``BundleLayout/formatVersion``) or 3, whose store index entry
+    /// holds the segment records, so that a segment is 128 KiB at any store size and the metadata stays small
+    /// (FORMAT.md 13.2; readers of this version read both). Any other version is refused by the write that is
+    /// given it (``DocumentError/Code/invalidArgument``).
+    public var formatVersion: Int = BundleLayout.formatVersion
 
     /// Options with this compression. A deflate level outside 1-9 is refused by the write that is given it
     /// (``DocumentError/Code/invalidArgument``), before anything is written.
@@ -81,6 +87,10 @@ public struct WritingOptions: Sendable, Equatable {
         if case .deflate(let level) = compression, !(1...9).contains(level) {
             throw DocumentError(.invalidArgument, path: target,
                                 reason: "deflate level \(level) is not one of 1 (fastest) to 9 (smallest); nothing was written")
+        }
+        if !(2...BundleLayout.newestFormatVersion).contains(formatVersion) {
+            throw DocumentError(.invalidArgument, path: target,
+                                reason: "formatVersion is \(formatVersion); this library writes versions 2 and \(BundleLayout.newestFormatVersion); nothing was written")
         }
         if compressionThreads < 0 {
             throw DocumentError(.invalidArgument, path: target,
@@ -172,9 +182,12 @@ public enum BundleWriter {
     /// `maximumDigests` segments make the store. A store under 1 MiB (deflated whole, without a restart index, and
     /// served whole by readers) is one segment of 1 MiB: its one digest is its SHA-256, so it is hashed once
     /// (FORMAT.md 13.1).
-    static func segmentInterval(forSize size: Int64, maximumDigests: Int) -> Int64 {
+    static func segmentInterval(forSize size: Int64, maximumDigests: Int,
+                                formatVersion: Int = BundleLayout.formatVersion) -> Int64 {
         if size < ArchiveWriter.parallelDeflateThreshold { return ArchiveWriter.parallelDeflateThreshold }
-        var interval = Int64(ParallelDeflater.restartInterval(forSize: size))
+        var interval = Int64(ParallelDeflater.restartInterval(forSize: size, formatVersion: formatVersion))
+        // > Version 3: one digest a restart segment, at any size (the store index holds them, FORMAT.md 13.2).
+        if formatVersion >= 3 { return interval }
         while (size + interval - 1) / interval > Int64(max(1, maximumDigests)) { interval *= 2 }
         return interval
     }
@@ -205,11 +218,16 @@ public enum BundleWriter {
                                        mediaType: request.metadata.mediaType, deflateLevel: options.deflateLevel,
                                        modificationTime: Int64(now.timeIntervalSince1970.rounded(.down)),  // in range: validated above
                                        forcesZIP64: options.forcesZIP64,
-                                       compressionThreads: options.compressionThreads)
+                                       compressionThreads: options.compressionThreads,
+                                       formatVersion: options.formatVersion)
         let compress = options.deflateLevel > 0
         let (storeDigest, segments, plan, report) = try addStore(request.store, compressed: compress, to: writer,
                                                                  target: target, options: options,
                                                                  hashingWhole: request.hashingStoreWhole)
+        // > Version 3 (FORMAT.md 13.2): the segment records go into the store index, right after the store.
+        let index = try options.formatVersion >= 3 ? addStoreIndex(segments, restarts: storeDigest.restarts,
+                                                                   size: storeDigest.size, to: writer, target: target)
+            : nil
         var entries: [DocumentMetadata.Entry] = []
         for file in files {
             let (digest, _) = try addFile(file.source, named: file.name, compressed: compress, to: writer)
@@ -219,7 +237,7 @@ public enum BundleWriter {
         var result = request.metadata
         try request.completingMetadata(&result, storeDigest)
         result.format = BundleLayout.formatName
-        result.formatVersion = BundleLayout.formatVersion
+        result.formatVersion = options.formatVersion
         result.modifiedAt = now
         result.generator = DocumentMetadata.Generator(name: "ManagedDocument", version: ManagedDocumentVersion.string)
         // > Format version 2 (FORMAT.md 13.1): the store digest is made of the segment digests, with no whole-file
@@ -234,11 +252,33 @@ public enum BundleWriter {
         (result.store.digest, result.store.deflateRestarts, result.store.segments) = (contentDigest, storeDigest.restarts,
                                                                                       segments)
         result.entries = entries
-        try writer.addEntry(named: BundleLayout.metadata, bytes: try result.encoded(), compressed: compress)
+        var text = result
+        if let index {
+            // > The records are the index's: the metadata text holds its reference alone.
+            (text.store.index, text.store.segments, text.store.deflateRestarts) = (index, nil, nil)
+        }
+        try writer.addEntry(named: BundleLayout.metadata, bytes: try text.encoded(), compressed: compress)
         try writer.finish()
         let written = try verifyWritten(atomic.temporaryPath, plan: plan, report: report, input: request.store,
                                         segments: segments)
         return Staged(metadata: written.metadata, report: report, fileSize: Int64(written.fileSize), atomic: atomic)
+    }
+
+    /// Adds the store index of format version 3 (FORMAT.md 13.2), stored so that a reader can read any block of it
+    /// in place, right after the store; returns the metadata's reference to it.
+    private static func addStoreIndex(_ segments: DocumentMetadata.SegmentDigests?, restarts: DeflateRestarts?,
+                                      size: Int64, to writer: ArchiveWriter, target: FilePath)
+    throws -> DocumentMetadata.StoreIndexReference {
+        guard let segments, let records = StoreIndex.Records(segments, restarts: restarts) else {
+            throw DocumentError(.ioFailure, path: target, entry: BundleLayout.storeIndex,
+                                reason: "the store's segment records were not computed one a restart segment; nothing was written")
+        }
+        let layout = StoreIndex.Layout(size: size, interval: segments.interval, hasRestarts: restarts != nil)
+        let (bytes, root) = StoreIndex.encode(records, layout: layout)
+        try writer.addEntry(named: BundleLayout.storeIndex, bytes: bytes, compressed: false)
+        return DocumentMetadata.StoreIndexReference(entry: BundleLayout.storeIndex, root: root,
+                                                    interval: segments.interval,
+                                                    compressedSize: restarts?.compressedSize, crc32: restarts?.crc32)
     }
 
     /// The store's facts, after its header was checked (a SQLite database, not in WAL mode): `given` when the
@@ -369,7 +409,8 @@ public enum BundleWriter {
             return .full("a store under 1 MiB is deflated whole (it has no restart segments to reuse)")
         }
         guard compressed else { return .full("the store is stored, not deflated: there is nothing to save by reusing it") }
-        return try SegmentReuse.plan(bytes, previous: previous, loan: loan, maximumDigests: options.maximumSegmentDigests)
+        return try SegmentReuse.plan(bytes, previous: previous, loan: loan, maximumDigests: options.maximumSegmentDigests,
+                                     formatVersion: options.formatVersion)
     }
 
     /// Creates a new document whose store is an empty SQLite database.
@@ -447,7 +488,8 @@ public enum BundleWriter {
                                  read: (UnsafeMutableRawBufferPointer) throws -> Int)
     throws -> (EntryDigest, DocumentMetadata.SegmentDigests?) {
         var segments = segmentDigests.map {
-            SegmentHasher(interval: Self.segmentInterval(forSize: size, maximumDigests: $0))
+            SegmentHasher(interval: Self.segmentInterval(forSize: size, maximumDigests: $0,
+                                                       formatVersion: writer.formatVersion))
         }
         // > A store of one segment (a small one) has the whole file's SHA-256 as its one digest: hashed once.
         let isOneSegment = segments.map { size > 0 && size <= $0.interval } ?? false

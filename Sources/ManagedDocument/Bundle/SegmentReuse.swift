@@ -116,9 +116,10 @@ final class SegmentReuse {
     ///
     /// - Parameters:
     ///   - loan: the replaced bundle's loan, made when this process last verified it (or opened it as a base).
-    ///   - maximumDigests: the writer's cap on segment digests (the new store's digest interval).
+    ///   - maximumDigests: the writer's cap on segment digests (the new store's digest interval, format version 2).
+    ///   - formatVersion: the format written, which sets the new store's restart and digest intervals.
     static func plan(_ store: any StoreReader, previous: BundleReader, loan: SegmentLoan,
-                     maximumDigests: Int) throws -> Decision {
+                     maximumDigests: Int, formatVersion: Int) throws -> Decision {
         let terms: SegmentLoan.Terms
         switch loan.terms(from: previous) {
         case .lends(let lent): terms = lent
@@ -126,11 +127,17 @@ final class SegmentReuse {
         }
         let (entry, restarts, recorded) = (terms.entry, terms.restarts, terms.digests)
         let size = store.size
-        let interval = Int64(ParallelDeflater.restartInterval(forSize: size))
+        let interval = Int64(ParallelDeflater.restartInterval(forSize: size, formatVersion: formatVersion))
         guard size > 0, interval == restarts.interval, recorded.interval % interval == 0 else {
             return .full("the store's restart interval changed with its size")
         }
-        let newInterval = BundleWriter.segmentInterval(forSize: size, maximumDigests: maximumDigests)
+        let newInterval = BundleWriter.segmentInterval(forSize: size, maximumDigests: maximumDigests,
+                                                       formatVersion: formatVersion)
+        // > Version 3 records one digest a restart segment (FORMAT.md 13.2): a store under 1 MiB, deflated whole
+        // > with one digest, has no restart segments to reuse.
+        guard formatVersion < 3 || newInterval == interval else {
+            return .full("the store is under 1 MiB, deflated whole")
+        }
         let layout = Layout(size: size, baseSize: previous.metadata.store.size, restartInterval: interval,
                             digestInterval: recorded.interval, oldCount: restarts.offsets.count)
         var known: [Bool]?

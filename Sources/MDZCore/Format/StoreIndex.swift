@@ -144,6 +144,17 @@ import Crypto
         return header
     }
 
+    /// The root of an index entry's first 64 bytes and the hash tree over its `count` records, whatever they hold
+    /// (what ``encode(_:layout:)`` returns for the entry it makes); `nil` when `bytes` is shorter than they need.
+    @_spi(Core) public static func root(ofEntry bytes: [UInt8], count: Int) -> String? {
+        let (records, overflow) = count.multipliedReportingOverflow(by: recordSize)
+        guard count >= 0, !overflow, bytes.count - headerSize >= records else { return nil }
+        let (_, top) = bytes.withUnsafeBytes {
+            hashTree(over: UnsafeRawBufferPointer(rebasing: $0[headerSize..<(headerSize + records)]))
+        }
+        return root(header: Array(bytes[0..<headerSize]), top: top)
+    }
+
     /// The root: the SHA-256 of the header and the top hash.
     private static func root(header: [UInt8], top: [UInt8]) -> String {
         var hasher = SHA256()

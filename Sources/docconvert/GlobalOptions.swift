@@ -23,12 +23,12 @@ struct CompressionOptions: ParsableArguments {
     var level: Int = WritingOptions.defaultDeflateLevel
 
     @Option(name: .long, help: ArgumentHelp(
-        "Bundle format version to write: 2 (the default) or 3.",
+        "Bundle format version to write: 3 (the default) or 2.",
         discussion: """
         Version 3 keeps the store's segment digests and restart points in an index entry of their own instead of the \
         metadata, so that a segment is 128 KiB at any store size and reading in place costs the same on a 1 GiB and \
-        a 64 GiB document (docs/FORMAT.md 13.2). Readers of this release read both; older ones refuse version 3 as \
-        newer.
+        a 64 GiB document (docs/FORMAT.md 13.2). Readers of this release read both; earlier releases refuse version \
+        3 as newer: write 2 for them.
         """,
         valueName: "version"))
     var formatVersion: Int = BundleLayout.formatVersion

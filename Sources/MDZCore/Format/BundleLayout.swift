@@ -25,11 +25,11 @@ public enum BundleLayout {
     public static let defaultExtension = "mdz"
     /// The value of the metadata's `format` key.
     public static let formatName = "managed-document"
-    /// The format version this library writes unless told otherwise (``newestFormatVersion`` is read too, and
-    /// written when a writer is asked for it).
-    public static let formatVersion = 2
-    /// The newest format version this library reads (and writes when asked): 3, whose store index entry
-    /// (``storeIndex``) holds the segment records (FORMAT.md 13.2).
+    /// The format version this library writes unless told otherwise: 3 (FORMAT.md 13.2). Versions 1 and 2 are read
+    /// too, and version 2 is written when a writer is asked for it (``WritingOptions/formatVersion``).
+    public static let formatVersion = 3
+    /// The newest format version this library reads and writes: 3, whose store index entry (``storeIndex``) holds
+    /// the segment records (FORMAT.md 13.2).
     public static let newestFormatVersion = 3
     /// The store index entry of format version 3 (FORMAT.md 13.2).
     public static let storeIndex = "StoreContent/persistentStore.index"

@@ -48,6 +48,12 @@ import SystemPackage
     /// would keep the identity. Such an identity proves nothing (one chance in 10^18 of being wrong the safe way).
     @_spi(Core) public var hasFineTimes: Bool { modified.tv_nsec != 0 || changed.tv_nsec != 0 }
 
+    /// The modification time, seconds and nanoseconds since 1970: for callers outside this module, which then need
+    /// not see the C `timespec` (whose module a client would have to import to read its fields).
+    @_spi(Core) public var modifiedTime: (seconds: Int, nanoseconds: Int) {
+        (Int(modified.tv_sec), Int(modified.tv_nsec))
+    }
+
     /// Whether both name the same file (device and inode), whatever its content and times.
     @_spi(Core)
     public func isSameFile(as other: FileIdentity) -> Bool { device == other.device && inode == other.inode }

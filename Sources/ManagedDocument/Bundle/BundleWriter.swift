@@ -70,10 +70,10 @@ public struct WritingOptions: Sendable, Equatable {
     /// The most segment digests a store gets in format version 2 (FORMAT.md 11.4): past it, a digest covers several
     /// restart segments. Version 3 has no such cap: its digests are in the store index, not the metadata.
     var maximumSegmentDigests = 4096
-    /// The bundle format written: 2 (the default, ``BundleLayout/formatVersion``) or 3, whose store index entry
-    /// holds the segment records, so that a segment is 128 KiB at any store size and the metadata stays small
-    /// (FORMAT.md 13.2; readers of this version read both). Any other version is refused by the write that is
-    /// given it (``DocumentError/Code/invalidArgument``).
+    /// The bundle format written: 3 (the default, ``BundleLayout/formatVersion``), whose store index entry holds
+    /// the segment records, so that a segment is 128 KiB at any store size and the metadata stays small (FORMAT.md
+    /// 13.2), or 2, for readers of an earlier release (which refuse version 3 as newer). Any other version is
+    /// refused by the write that is given it (``DocumentError/Code/invalidArgument``).
     public var formatVersion: Int = BundleLayout.formatVersion
 
     /// Options with this compression. A deflate level outside 1-9 is refused by the write that is given it

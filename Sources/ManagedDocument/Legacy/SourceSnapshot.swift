@@ -381,8 +381,7 @@ struct FileStamp: Equatable {
         device = status.identity.device
         inode = status.identity.inode
         size = status.size
-        modifiedSeconds = Int(status.identity.modified.tv_sec)
-        modifiedNanoseconds = Int(status.identity.modified.tv_nsec)
+        (modifiedSeconds, modifiedNanoseconds) = status.identity.modifiedTime
         self.head = head
     }
 

@@ -6,14 +6,14 @@ import TestSupport
 import Testing
 
 /// Bundles in format version 1, written by the last revision that wrote it (`Tests/Fixtures/format-1`): read by
-/// their own rules (`store.sha256`), verified, served in place, and saved as version 2 (FORMAT.md 13.1), from the
+/// their own rules (`store.sha256`), verified, served in place, and saved as version 3 (FORMAT.md 13.2), from the
 /// public API only.
-@Suite("Format version 1 bundles from an earlier release: read, verified, and saved as version 2")
+@Suite("Format version 1 bundles from an earlier release: read, verified, and saved as version 3")
 struct FormatVersion1Tests {
     static let fixtures = FilePath(#filePath).removingLastComponent().removingLastComponent()
         .appending("Fixtures").appending("format-1")
 
-    @Test("each opens as version 1, verifies, reads in place, and its first save writes version 2 row for row",
+    @Test("each opens as version 1, verifies, reads in place, and its first save writes version 3 row for row",
           arguments: ["small.mdz", "large.mdz", "stored.mdz"])
     func savedAsVersion2(name: String) async throws {
         try await withTemporaryDirectory { folder in
@@ -50,7 +50,7 @@ struct FormatVersion1Tests {
             }
 
             let saved = try BundleReader(at: bundle)
-            #expect(saved.metadata.formatVersion == 2)
+            #expect(saved.metadata.formatVersion == 3)
             #expect(saved.metadata.store.sha256 == nil && saved.metadata.store.digest?.count == 64)
             #expect(saved.metadata.store.segments != nil)
             #expect(saved.metadata.documentID == old.metadata.documentID)

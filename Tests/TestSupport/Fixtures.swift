@@ -138,6 +138,14 @@ public enum Fixtures {
 
     // MARK: Bundles
 
+    /// The options that write a format version 2 bundle (its segment records in the metadata): for tests of what
+    /// version 2's metadata says, which rewrite it.
+    public static var version2: WritingOptions {
+        var options = WritingOptions()
+        options.formatVersion = 2
+        return options
+    }
+
     /// A bundle of `store` (and of the folders given) written by the library's writer with `options`, with fresh
     /// metadata; what it wrote.
     @discardableResult

@@ -2,7 +2,9 @@
 """Polyglot bundles: a store entry whose deflate stream gives one store to every zip tool (which inflate it as one
 stream) and another to a reader that inflates it restart segment by restart segment (FORMAT.md 11.4), and the milder
 forms of the same fault. Each is written from a good bundle whose deflated store has a restart index of at least
-three segments (a store of 384 KiB or more written with one).
+three segments (a store of 384 KiB or more written with one), in format version 2 (the index in the metadata) or 3
+(in the store index entry, FORMAT.md 13.2: its records, hash tree and root are written again for each family, as a
+lying writer would).
 
     polyglot.py BUNDLE FOLDER      writes FOLDER/<family>.mdz for each family below, and prints one JSON line each:
                                    {"name", "path", "zipTools": SHA-256 of what one-stream inflation gives (null when
@@ -24,7 +26,46 @@ Only python's standard library: the deflate bits are written here, by hand (RFC 
 import hashlib, json, struct, sys, zipfile, zlib
 
 STORE = 'StoreContent/persistentStore'
+INDEX = 'StoreContent/persistentStore.index'
 METADATA = 'DocumentMetadata.json'
+
+
+def crc32c(data, table=[]):
+    """CRC-32C (Castagnoli), reflected, as the store index records it for each restart segment's compressed bytes."""
+    if not table:
+        for n in range(256):
+            c = n
+            for _ in range(8):
+                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+            table.append(c)
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def read_index(index):
+    """A version 3 store index's restart points as version 2's `deflateRestarts` spells them, and its digests."""
+    interval, count, flags = struct.unpack_from('<QQI', index, 24)
+    records = [index[64 + 48 * i:64 + 48 * (i + 1)] for i in range(count)]
+    restarts = {'interval': interval, 'offsets': [struct.unpack_from('<Q', r, 32)[0] for r in records],
+                'crc32s': ''.join('%08x' % struct.unpack_from('<I', r, 40)[0] for r in records)} if flags & 1 else None
+    return restarts, [r[:32] for r in records]
+
+
+def write_index(header, digests, offsets, crcs, compressed):
+    """A version 3 store index (FORMAT.md 13.2) and its root, from its header and one record a segment."""
+    records = b''.join(d + struct.pack('<QII', o, c, k) for d, o, c, k in zip(digests, offsets, crcs, compressed))
+
+    def hashes(blob):
+        return b''.join(hashlib.sha256(blob[i:i + 4096].ljust(4096, b'\0')).digest() for i in range(0, len(blob), 4096))
+    level, tree = hashes(records), b''
+    while len(level) > 32:
+        level = level.ljust(-(-len(level) // 4096) * 4096, b'\0')
+        tree += level
+        level = hashes(level)
+    top = level or hashlib.sha256(b'').digest()
+    return header + records + tree, hashlib.sha256(header + top).hexdigest()
 
 
 class Bits:
@@ -183,7 +224,12 @@ def main():
     names = [info.filename for info, _ in entries]
     metadata = json.loads(zipfile.ZipFile(source).read(METADATA))
     store_info, store_raw = entries[names.index(STORE)]
-    restarts = metadata['store'].get('deflateRestarts')
+    version3 = metadata.get('formatVersion', 1) >= 3
+    if version3:
+        index_bytes = zipfile.ZipFile(source).read(INDEX)
+        restarts, digests = read_index(index_bytes)
+    else:
+        restarts = metadata['store'].get('deflateRestarts')
     if store_info.compress_type != zipfile.ZIP_DEFLATED or not restarts or len(restarts['offsets']) < 3:
         sys.exit('polyglot.py: the bundle needs a deflated store with a restart index of at least 3 segments')
     interval, offsets = restarts['interval'], restarts['offsets']
@@ -196,16 +242,28 @@ def main():
 
     def emit(name, stream, new_offsets, entry_crc, index_crc=None, note=''):
         edited = json.loads(json.dumps(metadata))
-        index = edited['store']['deflateRestarts']
-        index['offsets'] = new_offsets
+        new_index = None
+        if version3:
+            # > The records name the new pieces: their offsets, and CRC-32Cs computed as an honest writer would.
+            bounds = new_offsets + [len(stream)]
+            crcs = [int(restarts['crc32s'][8 * i:8 * i + 8], 16) for i in range(len(new_offsets))]
+            compressed = [crc32c(stream[bounds[i]:bounds[i + 1]]) for i in range(len(new_offsets))]
+            new_index, root = write_index(index_bytes[:64], digests, new_offsets, crcs, compressed)
+            index = edited['store']['index']
+            index['root'] = root
+        else:
+            index = edited['store']['deflateRestarts']
+            index['offsets'] = new_offsets
+            index.pop('compressedCRC32Cs', None)  # optional; it would name the old pieces
         index['compressedSize'] = len(stream)
         index['crc32'] = entry_crc if index_crc is None else index_crc
-        index.pop('compressedCRC32Cs', None)  # optional; it would name the old pieces
         text = json.dumps(edited, sort_keys=True, indent=2).encode()
         out = []
         for info, raw in entries:
             if info.filename == STORE:
                 out.append((info, 8, stream, entry_crc, len(store)))
+            elif info.filename == INDEX:
+                out.append((info, 0, new_index, zlib.crc32(new_index), len(new_index)))
             elif info.filename == METADATA:
                 out.append((info, 0, text, zlib.crc32(text), len(text)))
             else:

@@ -314,7 +314,7 @@ extension BundleReader {
         if let index = zip(computed, recorded.digests).enumerated().first(where: { $1.0 != $1.1 })?.offset {
             let range = recorded.range(ofSegment: index, size: metadata.store.size)
             throw DocumentError(.checksumMismatch, path: path, entry: name,
-                                reason: "segment \(index) (bytes \(range.lowerBound)-\(range.upperBound - 1)) does not match its SHA-256 in 'store.segments'; the bundle is damaged, restore it from a backup")
+                                reason: "segment \(index) (bytes \(range.lowerBound)-\(range.upperBound - 1)) does not match its SHA-256 in \(RecordNames(formatVersion: metadata.formatVersion).digests); the bundle is damaged, restore it from a backup")
         }
     }
 
@@ -364,10 +364,10 @@ extension BundleReader {
                                     reason: "segment \(index) inflates to \(produced) bytes, not \(expected); the bundle is damaged")
             case .segmentCRC(let index):
                 throw DocumentError(.checksumMismatch, path: path, entry: entry.name,
-                                    reason: "restart segment \(index) does not match its CRC-32 in 'store.deflateRestarts.crc32s'; the bundle is damaged, restore it from a backup")
+                                    reason: "restart segment \(index) does not match its CRC-32 in \(RecordNames(formatVersion: metadata.formatVersion).crc32s); the bundle is damaged, restore it from a backup")
             case .segmentCompressedCRC(let index):
                 throw DocumentError(.checksumMismatch, path: path, entry: entry.name,
-                                    reason: "restart segment \(index)'s compressed bytes do not match their CRC-32C in 'store.deflateRestarts.compressedCRC32Cs'; the bundle is damaged, restore it from a backup")
+                                    reason: "restart segment \(index)'s compressed bytes do not match their CRC-32C in \(RecordNames(formatVersion: metadata.formatVersion).compressedCRC32Cs); the bundle is damaged, restore it from a backup")
             case .truncated:
                 throw DocumentError(.truncatedArchive, path: path, entry: entry.name,
                                     reason: "the archive ends before the entry's data does; the bundle is truncated")

@@ -294,6 +294,7 @@ public final class BundleReader: Sendable {
     private static func restartIndexUse(_ restarts: DocumentMetadata.DeflateRestarts?, store: BundleEntry,
                                         metadata: DocumentMetadata, path: FilePath) throws -> RestartIndexUse {
         guard let restarts else { return .absent }
+        let names = RecordNames(formatVersion: metadata.formatVersion)
         guard store.isCompressed else {
             return .stale(reason: "the store entry is stored, not deflated (the bundle was repacked)")
         }
@@ -304,23 +305,23 @@ public final class BundleReader: Sendable {
         if let problem = ParallelInflater.check(restarts, size: store.size, compressedSize: store.compressedSize) {
             guard isIdentified else { return .stale(reason: "it does not fit the entry: \(problem)") }
             throw DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
-                                reason: "'store.deflateRestarts' names this entry's stream but does not describe it: \(problem); the metadata does not describe this bundle")
+                                reason: "\(names.restarts) names this entry's stream but does not describe it: \(problem); the metadata does not describe this bundle")
         }
         if metadata.formatVersion >= 2, let problem = restarts.crc32sProblem {
             // > Version 2 (FORMAT.md 13.1): an index in use carries one CRC-32 per restart segment.
             throw DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
-                                reason: "'store.deflateRestarts' describes this entry's stream but \(problem); the metadata does not describe this bundle")
+                                reason: "\(names.restarts) describes this entry's stream but \(problem); the metadata does not describe this bundle")
         }
         if metadata.formatVersion >= 2, let problem = restarts.compressedCRC32CsProblem {
             throw DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
-                                reason: "'store.deflateRestarts' describes this entry's stream but \(problem); the metadata does not describe this bundle")
+                                reason: "\(names.restarts) describes this entry's stream but \(problem); the metadata does not describe this bundle")
         }
         if metadata.formatVersion >= 2, let combined = combinedCRC(of: restarts, size: store.size),
            combined != store.crc32 {
             // > A reader checks each restart segment it inflates against its CRC-32; combined, they must be the
             // > entry's, so that what a segment-wise reader serves is what every zip tool reads (FORMAT.md 11.4).
             throw DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
-                                reason: "the CRC-32s of the restart segments in 'store.deflateRestarts.crc32s' combine to \(hex32(combined)), but the zip entry's CRC-32 is \(hex32(store.crc32)); the metadata does not describe this bundle")
+                                reason: "the CRC-32s of the restart segments in \(names.crc32s) combine to \(hex32(combined)), but the zip entry's CRC-32 is \(hex32(store.crc32)); the metadata does not describe this bundle")
         }
         return .used(segments: restarts.offsets.count, identified: isIdentified)
     }

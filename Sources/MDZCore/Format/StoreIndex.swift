@@ -287,3 +287,28 @@ extension StoreIndex {
                        compressedCRC32Cs: hasRestarts ? String(decoding: compressed, as: UTF8.self) : nil)
     }
 }
+
+/// How errors name where a store's segment records are kept: the metadata's keys in format versions 1 and 2, the
+/// store index in version 3 (whose metadata text has no such keys), so that a person looking for them finds them.
+@_spi(Core) public struct RecordNames: Sendable {
+    /// The segment digests: `'store.segments'`, or the store index.
+    @_spi(Core) public let digests: String
+    /// The restart points: `'store.deflateRestarts'`, or the store index's restart points.
+    @_spi(Core) public let restarts: String
+    /// The restart segments' CRC-32s: `'store.deflateRestarts.crc32s'`, or the store index.
+    @_spi(Core) public let crc32s: String
+    /// The restart segments' compressed CRC-32Cs: `'store.deflateRestarts.compressedCRC32Cs'`, or the store index.
+    @_spi(Core) public let compressedCRC32Cs: String
+
+    /// The names in a bundle of format `version`.
+    @_spi(Core) public init(formatVersion version: Int) {
+        if version >= 3 {
+            let index = "the store index ('\(BundleLayout.storeIndex)')"
+            (digests, restarts, crc32s, compressedCRC32Cs) = (index, "the restart points in \(index)", index, index)
+        } else {
+            (digests, restarts, crc32s, compressedCRC32Cs) = ("'store.segments'", "'store.deflateRestarts'",
+                                                              "'store.deflateRestarts.crc32s'",
+                                                              "'store.deflateRestarts.compressedCRC32Cs'")
+        }
+    }
+}

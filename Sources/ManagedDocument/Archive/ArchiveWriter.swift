@@ -58,15 +58,16 @@ final class ArchiveWriter {
     ///   - compressionThreads: threads that deflate one large entry at once (``ParallelDeflater``); 0 deflates on the
     ///     calling thread. At most the cores this process may use are started: more would deflate no faster, and
     ///     each holds its own buffers.
-    /// The bundle format written, which sets the restart interval (``ParallelDeflater/restartInterval(forSize:formatVersion:)``).
-    let formatVersion: Int
+    /// Whether the restart interval grows with an entry's size (``ParallelDeflater/restartInterval(forSize:growing:)``):
+    /// as format version 2 writes it; version 3 restarts every 128 KiB at any size.
+    let restartsGrow: Bool
 
     init(descriptor: FileDescriptor, path: FilePath, mediaType: String, deflateLevel: Int,
          modificationTime: Int64, forcesZIP64: Bool = false, compressionThreads: Int = 0,
-         formatVersion: Int = BundleLayout.formatVersion) throws {
+         restartsGrow: Bool = false) throws {
         precondition((0...9).contains(deflateLevel), "deflate level must be 0...9")
         self.path = path
-        self.formatVersion = formatVersion
+        self.restartsGrow = restartsGrow
         self.deflateLevel = deflateLevel
         self.forcesZIP64 = forcesZIP64
         self.compressionThreads = min(max(0, compressionThreads), ParallelDeflater.availableCores)
@@ -175,7 +176,7 @@ final class ArchiveWriter {
     throws -> (crc32: UInt32, compressedSize: UInt64, digest: EntryDigest) {
         let isLarge = size >= Self.parallelDeflateThreshold
         let deflater = try ParallelDeflater(level: deflateLevel, workers: isLarge || reuse != nil ? compressionThreads : 0,
-                                            restartInterval: ParallelDeflater.restartInterval(forSize: size, formatVersion: formatVersion),
+                                            restartInterval: ParallelDeflater.restartInterval(forSize: size, growing: restartsGrow),
                                             size: size)
         var written: Int64 = 0
         func grow(by count: Int64) throws {

@@ -146,15 +146,15 @@ final class ParallelDeflater {
     /// can inflate the segments on several cores: 128 KiB, or more for stores over 2 GiB, so that no stream has
     /// more than 16,384 segments. Always a multiple of every engine's ``sliceSize(forLevel:)``.
     static func restartInterval(forSize size: Int64) -> Int {
-        restartInterval(forSize: size, formatVersion: BundleLayout.formatVersion)
+        restartInterval(forSize: size, growing: true)
     }
 
-    /// The restart interval a writer of format `formatVersion` uses: ``restartInterval(forSize:)``'s growth for
-    /// version 2, whose metadata holds the restart points, and 128 KiB at any size for version 3, whose store index
-    /// holds them (FORMAT.md 13.2): what one read in place inflates does not grow with the store.
-    static func restartInterval(forSize size: Int64, formatVersion: Int) -> Int {
+    /// The restart interval: growing with the size as ``restartInterval(forSize:)`` says (format version 2, whose
+    /// metadata holds the restart points), or 128 KiB at any size (version 3, whose store index holds them,
+    /// FORMAT.md 13.2: what one read in place inflates does not grow with the store).
+    static func restartInterval(forSize size: Int64, growing: Bool) -> Int {
         var interval = 128 << 10
-        if formatVersion >= 3 { return interval }
+        if !growing { return interval }
         while Int64(interval) * 16_384 < size { interval *= 2 }
         return interval
     }

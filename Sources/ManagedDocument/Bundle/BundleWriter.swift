@@ -182,10 +182,9 @@ public enum BundleWriter {
     /// `maximumDigests` segments make the store. A store under 1 MiB (deflated whole, without a restart index, and
     /// served whole by readers) is one segment of 1 MiB: its one digest is its SHA-256, so it is hashed once
     /// (FORMAT.md 13.1).
-    static func segmentInterval(forSize size: Int64, maximumDigests: Int,
-                                formatVersion: Int = BundleLayout.formatVersion) -> Int64 {
+    static func segmentInterval(forSize size: Int64, maximumDigests: Int, formatVersion: Int) -> Int64 {
         if size < ArchiveWriter.parallelDeflateThreshold { return ArchiveWriter.parallelDeflateThreshold }
-        var interval = Int64(ParallelDeflater.restartInterval(forSize: size, formatVersion: formatVersion))
+        var interval = Int64(ParallelDeflater.restartInterval(forSize: size, growing: formatVersion < 3))
         // > Version 3: one digest a restart segment, at any size (the store index holds them, FORMAT.md 13.2).
         if formatVersion >= 3 { return interval }
         while (size + interval - 1) / interval > Int64(max(1, maximumDigests)) { interval *= 2 }
@@ -219,7 +218,7 @@ public enum BundleWriter {
                                        modificationTime: Int64(now.timeIntervalSince1970.rounded(.down)),  // in range: validated above
                                        forcesZIP64: options.forcesZIP64,
                                        compressionThreads: options.compressionThreads,
-                                       formatVersion: options.formatVersion)
+                                       restartsGrow: options.formatVersion < 3)
         let compress = options.deflateLevel > 0
         let (storeDigest, segments, plan, report) = try addStore(request.store, compressed: compress, to: writer,
                                                                  target: target, options: options,
@@ -489,7 +488,7 @@ public enum BundleWriter {
     throws -> (EntryDigest, DocumentMetadata.SegmentDigests?) {
         var segments = segmentDigests.map {
             SegmentHasher(interval: Self.segmentInterval(forSize: size, maximumDigests: $0,
-                                                       formatVersion: writer.formatVersion))
+                                                       formatVersion: writer.restartsGrow ? 2 : 3))
         }
         // > A store of one segment (a small one) has the whole file's SHA-256 as its one digest: hashed once.
         let isOneSegment = segments.map { size > 0 && size <= $0.interval } ?? false

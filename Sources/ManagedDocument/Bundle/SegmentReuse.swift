@@ -127,7 +127,7 @@ final class SegmentReuse {
         }
         let (entry, restarts, recorded) = (terms.entry, terms.restarts, terms.digests)
         let size = store.size
-        let interval = Int64(ParallelDeflater.restartInterval(forSize: size, formatVersion: formatVersion))
+        let interval = Int64(ParallelDeflater.restartInterval(forSize: size, growing: formatVersion < 3))
         guard size > 0, interval == restarts.interval, recorded.interval % interval == 0 else {
             return .full("the store's restart interval changed with its size")
         }
@@ -423,7 +423,7 @@ final class SegmentReuse {
                                 reason: "segment \(index) does not match the CRC-32C its restart index records; the new bundle was not put in place")
         }
         throw DocumentError(.checksumMismatch, path: previous.path, entry: BundleLayout.store,
-                            reason: "restart segment \(index) of the bundle is damaged: its compressed bytes do not match the CRC-32C 'store.deflateRestarts.compressedCRC32Cs' records; the bundle was not replaced and is as it was, and the changes are still in the open document; restore the bundle from a backup, or save the document elsewhere")
+                            reason: "restart segment \(index) of the bundle is damaged: its compressed bytes do not match the CRC-32C \(RecordNames(formatVersion: previous.metadata.formatVersion).compressedCRC32Cs) records; the bundle was not replaced and is as it was, and the changes are still in the open document; restore the bundle from a backup, or save the document elsewhere")
     }
 
     /// The CRC-32C of restart segment `index`'s compressed bytes, written at `new` in `written`, when they are the

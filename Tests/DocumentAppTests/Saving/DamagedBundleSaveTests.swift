@@ -8,15 +8,21 @@ import SystemPackage
 import Testing
 import TestSupport
 
-/// Flips one byte in the middle of the store's restart segment `count / 2` (python's zipfile finds the entry's data);
-/// prints that segment's index.
+/// Flips one byte in the middle of the store's restart segment `count / 2` (python's zipfile finds the entry's data,
+/// and the restart points in the metadata, format version 2, or the store index, version 3); prints that segment's
+/// index.
 private let flipMiddleSegment = """
     import json, struct, sys, zipfile
     path = sys.argv[1]
     with zipfile.ZipFile(path) as archive:
         info = archive.getinfo('StoreContent/persistentStore')
         metadata = json.loads(archive.read('DocumentMetadata.json'))
-    offsets = metadata['store']['deflateRestarts']['offsets']
+        if metadata['formatVersion'] >= 3:
+            index = archive.read('StoreContent/persistentStore.index')
+            count = struct.unpack_from('<Q', index, 32)[0]
+            offsets = [struct.unpack_from('<Q', index, 64 + 48 * i + 32)[0] for i in range(count)]
+        else:
+            offsets = metadata['store']['deflateRestarts']['offsets']
     index = len(offsets) // 2
     with open(path, 'r+b') as file:
         file.seek(info.header_offset)
@@ -31,9 +37,11 @@ private let flipMiddleSegment = """
     print(index)
     """
 
-/// Makes a document of about 12 MiB (some 90 restart segments) at `bundle`, saved and closed.
-private func makeLargeDocument(_ bundle: FilePath, folder: FilePath) async throws {
-    try await Document.withDocument(at: bundle, options: appOptions(folder)) { document in
+/// Makes a document of about 12 MiB (some 90 restart segments) at `bundle`, saved and closed, in format `version`.
+private func makeLargeDocument(_ bundle: FilePath, folder: FilePath, version: Int = 3) async throws {
+    var options = appOptions(folder)
+    options.saving.formatVersion = version
+    try await Document.withDocument(at: bundle, options: options) { document in
         try await document.writer.write { db in
             try db.execute(sql: "CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
             try db.execute(sql: """
@@ -90,7 +98,8 @@ struct DamagedBundleSaveTests {
     func earlierReleaseBundle() async throws {
         try await withTemporaryDirectory { folder in
             let written = folder.appending("Written.mdz")
-            try await makeLargeDocument(written, folder: folder)
+            // > Version 2 (the earlier release's format): its metadata holds the restart points a test can strip.
+            try await makeLargeDocument(written, folder: folder, version: 2)
             let bundle = folder.appending("Big.mdz")
             try Python.rewritingMetadata(of: written.string, to: bundle.string,
                                          [("store.deflateRestarts.compressedCRC32Cs", "null")])

@@ -289,7 +289,7 @@ struct WritableInPlaceTests {
         }
     }
 
-    @Test("a version 1 bundle opens for writing with no store extracted, and saves as version 2")
+    @Test("a version 1 bundle opens for writing with no store extracted, and saves as version 3")
     func version1() async throws {
         try await withTemporaryDirectory { folder in
             let bundle = folder.appending("large.mdz")
@@ -305,7 +305,7 @@ struct WritableInPlaceTests {
             try await document.save()
             try await document.close()
             let saved = try BundleReader(at: bundle)
-            #expect(saved.metadata.formatVersion == 2 && saved.metadata.store.digest?.count == 64)
+            #expect(saved.metadata.formatVersion == 3 && saved.metadata.store.digest?.count == 64)
             _ = try saved.verify(full: true, workingDirectory: folder)
             let expected = try await model.read { db in try StoreContent(db) }
             #expect(try await bundleContent(bundle, folder: folder) == expected)

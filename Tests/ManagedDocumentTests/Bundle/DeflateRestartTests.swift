@@ -15,6 +15,7 @@ struct DeflateRestartTests {
                            compression: WritingOptions.Compression = .deflate(level: 6)) throws -> DocumentMetadata {
         var options = WritingOptions(compression: compression)
         options.compressionThreads = threads
+        options.formatVersion = 2  // these tests rewrite version 2's restart index, which its metadata holds
         return try Fixtures.makeBundle(at: bundle, rows: 9_000, blobSize: 200, options: options)
     }
 

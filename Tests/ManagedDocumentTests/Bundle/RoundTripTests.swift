@@ -73,6 +73,7 @@ struct RoundTripTests {
     func metadataRoundTrip() async throws {
         var metadata = DocumentMetadata(model: .init(name: "Taste", version: "2", compatibilityLevel: 3))
         metadata.userInfo = ["color": .string("red"), "n": .number(3), "flags": .array([.bool(true), .null])]
+        metadata.formatVersion = 2  // its segment digests in the metadata (version 3: below)
         metadata.store.digest = String(repeating: "a", count: 64)
         metadata.store.segments = .init(interval: 131_072, digests: [String(repeating: "b", count: 64)])
         var bytes = try metadata.encoded()
@@ -84,6 +85,19 @@ struct RoundTripTests {
         bytes.removeLast()  // the closing brace
         bytes += Array(",\"futureKey\":{\"x\":1}}".utf8)
         #expect(try DocumentMetadata.decode(bytes, bundle: nil).documentID == metadata.documentID)
+
+        // Version 3 (FORMAT.md 13.2): the index reference survives; segment records in the text are not read (the
+        // reader fills them from the store index).
+        metadata.formatVersion = 3
+        metadata.store.index = .init(entry: BundleLayout.storeIndex, root: String(repeating: "c", count: 64),
+                                     interval: 131_072, compressedSize: 10, crc32: 7)
+        metadata.store.deflateRestarts = .init(interval: 131_072, offsets: [0])
+        let third = try DocumentMetadata.decode(try metadata.encoded(), bundle: nil)
+        #expect(third.store.index == metadata.store.index)
+        #expect(third.store.segments == nil && third.store.deflateRestarts == nil)
+        metadata.store.index = nil
+        let missing = #expect(throws: DocumentError.self) { try DocumentMetadata.decode(try metadata.encoded(), bundle: nil) }
+        #expect(missing?.code == .invalidMetadata && missing?.reason.contains("store.index") == true)
     }
 
     @Test("a new empty document verifies and holds an empty SQLite store")

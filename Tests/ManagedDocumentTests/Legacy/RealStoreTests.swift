@@ -64,7 +64,7 @@ struct RealStoreTests {
         }
     }
 
-    @Test("each real store's bundle written as format version 1 opens for writing, saves a change as version 2 and verifies, row by row",
+    @Test("each real store's bundle written as format version 1 opens for writing, saves a change as version 3 and verifies, row by row",
           arguments: sources)
     func version1SavesAsVersion2(relative: String) async throws {
         let root = try #require(Corpus.root)
@@ -97,7 +97,7 @@ struct RealStoreTests {
             try await document.save()
             try await document.close()
             let saved = try BundleReader(at: bundle)
-            #expect(saved.metadata.formatVersion == 2 && saved.metadata.store.digest != nil && saved.metadata.store.sha256 == nil)
+            #expect(saved.metadata.formatVersion == 3 && saved.metadata.store.digest != nil && saved.metadata.store.sha256 == nil)
             _ = try saved.verify(full: true, workingDirectory: directory)
             #expect(try Fixtures.bundleDigests(bundle) == Fixtures.rowDigests(of: extracted.store))
         }

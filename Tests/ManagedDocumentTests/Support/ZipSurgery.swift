@@ -220,7 +220,8 @@ enum ZipSurgery {
         try writer.finish()
     }
 
-    /// The pieces of a good bundle, in memory: a real store, additional files and metadata that describes them.
+    /// The pieces of a good format version 2 bundle, in memory: a real store, additional files and metadata that
+    /// describes them.
     /// Tests break one thing and write the rest as it is with
     /// ``writeBundle(at:parts:mediaType:compressed:metadata:)``.
     struct Parts {
@@ -288,6 +289,8 @@ enum ZipSurgery {
         try queue.close()
         let bytes = try Fixtures.bytes(of: path)
         var metadata = DocumentMetadata()
+        // > Parts are a version 2 bundle (its records in the metadata); `Version3Parts` makes version 3 from them.
+        metadata.formatVersion = 2
         let segments = segments(of: bytes)
         metadata.store = DocumentMetadata.Store(
             entry: BundleLayout.store, size: Int64(bytes.count), pageSize: facts.pageSize,

@@ -61,7 +61,7 @@ import SystemPackage
         switch plan.whole {
         case nil:
             guard SHA256.hash(data: bytes).hexString == plan.digests[index] else {
-                throw damaged("does not match its SHA-256 in 'store.segments'; \(advice)")
+                throw damaged("does not match its SHA-256 in \(plan.names.digests); \(advice)")
             }
         case .sha256(let digest):
             guard SHA256.hash(data: bytes).hexString == digest else {
@@ -74,7 +74,7 @@ import SystemPackage
                 let piece = bytes[Int(range.lowerBound)..<Int(range.upperBound)]
                 guard SHA256.hash(data: piece).hexString == digest else {
                     throw DocumentError(.checksumMismatch, path: path, entry: BundleLayout.store,
-                                        reason: "segment \(segment) (bytes \(range.lowerBound)-\(range.upperBound - 1)) does not match its SHA-256 in 'store.segments'; \(advice); no byte of the store was used")
+                                        reason: "segment \(segment) (bytes \(range.lowerBound)-\(range.upperBound - 1)) does not match its SHA-256 in \(plan.names.digests); \(advice); no byte of the store was used")
                 }
             }
         }
@@ -161,7 +161,7 @@ import SystemPackage
         var crc = CRC32()
         bytes.withUnsafeBytes { crc.update(UnsafeRawBufferPointer(rebasing: $0[range])) }
         guard crc.value == expected else {
-            throw damaged("does not match the CRC-32 'store.deflateRestarts.crc32s' records for restart point \(restart); the bundle is damaged, restore it from a backup")
+            throw damaged("does not match the CRC-32 \(plan.names.crc32s) records for restart point \(restart); the bundle is damaged, restore it from a backup")
         }
     }
 

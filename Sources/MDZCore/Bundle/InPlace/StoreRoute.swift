@@ -47,7 +47,8 @@ import SystemPackage
         }
         guard store.isCompressed else {
             return .inPlace(SegmentPlan(store, size: size, interval: segments.interval, digests: segments.digests,
-                                        restarts: nil, restartsPerSegment: 1))
+                                        restarts: nil, restartsPerSegment: 1,
+                                        names: RecordNames(formatVersion: reader.metadata.formatVersion)))
         }
         guard case .used(_, true) = reader.restartIndex, let restarts = reader.metadata.store.deflateRestarts else {
             return .extract(reason: restartIndexProblem(reader.restartIndex))
@@ -61,7 +62,8 @@ import SystemPackage
         }
         return .inPlace(SegmentPlan(store, size: size, interval: segments.interval, digests: segments.digests,
                                     restarts: restarts,
-                                    restartsPerSegment: Int(segments.interval / restarts.interval)))
+                                    restartsPerSegment: Int(segments.interval / restarts.interval),
+                                    names: RecordNames(formatVersion: reader.metadata.formatVersion)))
     }
 
     /// Why a deflated store's restart index does not serve reading in place, in one phrase.
@@ -90,7 +92,8 @@ import SystemPackage
         else { return nil }
         return SegmentPlan(store, size: size, interval: max(1, size), digests: [],
                            restarts: store.isCompressed ? DeflateRestarts(interval: max(1, size), offsets: [0]) : nil,
-                           restartsPerSegment: 1, whole: check)
+                           restartsPerSegment: 1, names: RecordNames(formatVersion: reader.metadata.formatVersion),
+                           whole: check)
     }
 
     /// What is wrong with segments of `length` bytes (the declared interval, or the whole store when it is smaller)
@@ -134,6 +137,8 @@ import SystemPackage
     @_spi(Core) public let whole: WholeCheck?
     /// Whether the store is served as one segment.
     @_spi(Core) public var isWhole: Bool { whole != nil }
+    /// How errors name where the records are kept (the metadata's keys, or the store index).
+    @_spi(Core) public let names: RecordNames
 
     /// How a store served whole is checked: by its SHA-256 (format version 1) or by each of its segment digests
     /// (version 2, FORMAT.md 13.1).
@@ -144,7 +149,7 @@ import SystemPackage
 
     @_spi(Core)
     public init(_ store: BundleEntry, size: Int64, interval: Int64, digests: [String], restarts: DeflateRestarts?,
-         restartsPerSegment: Int, whole: WholeCheck? = nil) {
+         restartsPerSegment: Int, names: RecordNames, whole: WholeCheck? = nil) {
         self.size = size
         self.interval = interval
         self.digests = digests
@@ -154,6 +159,7 @@ import SystemPackage
         self.restarts = restarts
         self.restartsPerSegment = restartsPerSegment
         self.whole = whole
+        self.names = names
     }
 
     /// The bytes of one segment as they are held (a store smaller than its interval is one segment of its own

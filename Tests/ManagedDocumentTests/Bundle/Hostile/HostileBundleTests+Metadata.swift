@@ -73,7 +73,7 @@ extension HostileBundleTests {
         }
     }
 
-    @Test("metadata from a newer format version is refused as newer", arguments: [3, 99, Int(Int32.max)])
+    @Test("metadata from a newer format version is refused as newer", arguments: [4, 99, Int(Int32.max)])
     func newerFormat(version: Int) async throws {
         try await withTemporaryDirectory { directory in
             var parts = try ZipSurgery.makeParts(in: directory)

@@ -48,10 +48,13 @@ for name, data in [("text", b"".join(b"line %d of the store\n" % i for i in rang
     open(f"{work}/inflate-{name}", "wb").write(header + payload)
 PY
 
-"$docconvert" create "$out/bundle/empty.mdz" >/dev/null
-"$docconvert" create "$out/bundle/small-stored.mdz" --from "$work/small.sqlite" --compression store >/dev/null
-"$docconvert" create "$out/bundle/small.mdz" --from "$work/small.sqlite" >/dev/null
-"$docconvert" create "$out/bundle/restarts.mdz" --from "$work/large.sqlite" >/dev/null
+"$docconvert" create "$out/bundle/empty.mdz" --format-version 2 >/dev/null
+"$docconvert" create "$out/bundle/small-stored.mdz" --from "$work/small.sqlite" --compression store --format-version 2 >/dev/null
+"$docconvert" create "$out/bundle/small.mdz" --from "$work/small.sqlite" --format-version 2 >/dev/null
+"$docconvert" create "$out/bundle/restarts.mdz" --from "$work/large.sqlite" --format-version 2 >/dev/null
+# Format version 3 (FORMAT.md 13.2): the store index entry, small (one record) and with restart points.
+"$docconvert" create "$out/bundle/v3-small.mdz" --from "$work/small.sqlite" --format-version 3 >/dev/null
+"$docconvert" create "$out/bundle/v3-restarts.mdz" --from "$work/large.sqlite" --format-version 3 >/dev/null
 # A repack, as another zip tool makes one (stale restart index, python's UTF-8 names).
 python3 - "$out/bundle/restarts.mdz" "$out/bundle/repacked.mdz" <<'PY'
 import sys, zipfile
@@ -67,6 +70,9 @@ python3 scripts/hostile/polyglot.py "$out/bundle/restarts.mdz" "$work" >/dev/nul
 for name in polyglot polyglot-segment-crc wrong-crc no-final-block final-mid-stream; do
     cp "$work/$name.mdz" "$out/bundle/$name.mdz"
 done
+mkdir "$work/v3"
+python3 scripts/hostile/polyglot.py "$out/bundle/v3-restarts.mdz" "$work/v3" >/dev/null
+cp "$work/v3/polyglot.mdz" "$out/bundle/v3-polyglot.mdz"
 for bundle in "$out"/bundle/*.mdz; do unzip -p "$bundle" DocumentMetadata.json > "$out/metadata/$(basename "$bundle" .mdz).json"; done
 cp "$work"/inflate-* "$out/inflate/"
 cp "$work/small.sqlite" "$work/coredata.sqlite" "$work/plist.bin" "$work/plist.xml" "$out/legacy/"

@@ -70,9 +70,6 @@ python3 scripts/hostile/polyglot.py "$out/bundle/restarts.mdz" "$work" >/dev/nul
 for name in polyglot polyglot-segment-crc wrong-crc no-final-block final-mid-stream; do
     cp "$work/$name.mdz" "$out/bundle/$name.mdz"
 done
-mkdir "$work/v3"
-python3 scripts/hostile/polyglot.py "$out/bundle/v3-restarts.mdz" "$work/v3" >/dev/null
-cp "$work/v3/polyglot.mdz" "$out/bundle/v3-polyglot.mdz"
 for bundle in "$out"/bundle/*.mdz; do unzip -p "$bundle" DocumentMetadata.json > "$out/metadata/$(basename "$bundle" .mdz).json"; done
 cp "$work"/inflate-* "$out/inflate/"
 cp "$work/small.sqlite" "$work/coredata.sqlite" "$work/plist.bin" "$work/plist.xml" "$out/legacy/"

@@ -9,6 +9,19 @@ import CArchive
         UInt32(truncatingIfNeeded: crc32_combine(UInt(crcA), UInt(crcB), lengthB))
     }
 
+    /// zlib's `crc32_combine_op` for one length of B, made once (`crc32_combine_gen`): what combines many CRCs of
+    /// pieces of the same length.
+    @_spi(Core) public struct Combiner: Sendable {
+        private let op: UInt
+
+        @_spi(Core) public init(lengthB: Int) { op = UInt(crc32_combine_gen(lengthB)) }
+
+        /// The CRC-32 of A followed by B, B of the length this combiner was made for.
+        @_spi(Core) public func combine(_ crcA: UInt32, _ crcB: UInt32) -> UInt32 {
+            UInt32(truncatingIfNeeded: crc32_combine_op(UInt(crcA), UInt(crcB), op))
+        }
+    }
+
     @_spi(Core) public private(set) var value: UInt32 = 0
 
     @_spi(Core) public mutating func update(_ bytes: [UInt8]) {

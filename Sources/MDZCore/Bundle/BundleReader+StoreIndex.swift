@@ -56,6 +56,12 @@ extension BundleReader {
             throw DocumentError(.checksumMismatch, path: path, entry: entry.name,
                                 reason: "\(reason); the bundle is damaged, restore it from a backup; no byte of the store was used")
         }
+        // > The store digest, from the records' bytes: the check of 13.1 that ``check(_:mediaType:entries:path:)``
+        // > makes of a version 2 metadata's spelled digests, which here come from the index, spelled right.
+        guard let digest = metadata.store.digest, isSHA256(digest) else { throw mismatch("'store.digest' is not a SHA-256") }
+        guard decoded.storeDigest == digest else {
+            throw mismatch("'store.digest' is not the digest of 'store.size' and the store index's segment digests")
+        }
         metadata.store.segments = DocumentMetadata.SegmentDigests(interval: reference.interval, sha256: decoded.sha256)
         metadata.store.deflateRestarts = hasRestarts
             ? DeflateRestarts(interval: reference.interval, offsets: decoded.offsets,

@@ -232,7 +232,9 @@ public final class BundleReader: Sendable {
         if metadata.formatVersion < 2, let sha256 = metadata.store.sha256, !isSHA256(sha256) {
             throw mismatch("'store.sha256' is not a SHA-256")
         }
-        if let segments = metadata.store.segments {
+        // > Version 3's segments come from its store index, checked and spelled by ``loadStoreIndex(into:entries:in:)``
+        // > with the store digest they make: checking their spelling again would cost 131,072 digests at 16 GiB.
+        if let segments = metadata.store.segments, metadata.store.index == nil {
             // > Numbers from the bundle: checked before any arithmetic, and the arithmetic checked too (an interval
             // > of 2⁶³ − 1 must be refused, not overflow into a trap).
             guard segments.interval >= 65_536,
@@ -307,12 +309,14 @@ public final class BundleReader: Sendable {
             throw DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
                                 reason: "\(names.restarts) names this entry's stream but does not describe it: \(problem); the metadata does not describe this bundle")
         }
-        if metadata.formatVersion >= 2, let problem = restarts.crc32sProblem {
+        // > Version 3's CRC-32s and CRC-32Cs were spelled from its store index: one per segment, lowercase.
+        let spelled = metadata.store.index != nil
+        if metadata.formatVersion >= 2, !spelled, let problem = restarts.crc32sProblem {
             // > Version 2 (FORMAT.md 13.1): an index in use carries one CRC-32 per restart segment.
             throw DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
                                 reason: "\(names.restarts) describes this entry's stream but \(problem); the metadata does not describe this bundle")
         }
-        if metadata.formatVersion >= 2, let problem = restarts.compressedCRC32CsProblem {
+        if metadata.formatVersion >= 2, !spelled, let problem = restarts.compressedCRC32CsProblem {
             throw DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
                                 reason: "\(names.restarts) describes this entry's stream but \(problem); the metadata does not describe this bundle")
         }
@@ -332,12 +336,20 @@ public final class BundleReader: Sendable {
     @_spi(Core) public static func combinedCRC(of restarts: DocumentMetadata.DeflateRestarts, size: UInt64) -> UInt32? {
         guard restarts.crc32s != nil, restarts.interval > 0, let size = Int64(exactly: size) else { return nil }
         var combined: UInt32 = 0
+        // > Every segment but the last has the interval's length: one operator for them all (zlib's
+        // > crc32_combine_gen), a few multiplications a segment instead of a whole crc32_combine.
+        let whole = CRC32.Combiner(lengthB: Int(clamping: min(restarts.interval, size)))
         for index in restarts.offsets.indices {
             guard let crc = restarts.recordedCRC(ofSegment: index) else { return nil }
             // > index < ⌈size ÷ interval⌉ (checked): index × interval < size, no overflow.
             let start = Int64(index) * restarts.interval
             let length = Int(min(restarts.interval, size - start))
-            combined = index == 0 ? crc : CRC32.combine(combined, crc, lengthB: length)
+            if index == 0 {
+                combined = crc
+            } else {
+                combined = Int64(length) == restarts.interval ? whole.combine(combined, crc)
+                    : CRC32.combine(combined, crc, lengthB: length)
+            }
         }
         return combined
     }

@@ -204,6 +204,9 @@ extension StoreIndex {
         @_spi(Core) public var offsets: [Int64]
         @_spi(Core) public var crc32s: String?
         @_spi(Core) public var compressedCRC32Cs: String?
+        /// The store digest the records' digests make (FORMAT.md 13.1, ``DocumentMetadata/SegmentDigests/storeDigest(size:)``),
+        /// computed from their bytes rather than their spelling.
+        @_spi(Core) public var storeDigest: String
     }
 
     /// Why an index entry is not the one the metadata describes.
@@ -245,7 +248,7 @@ extension StoreIndex {
            }) {
             throw .mismatch("record \(index) has restart fields, but the store has no restart points (they are zero)")
         }
-        return decodedRecords(bytes, count: count, hasRestarts: layout.hasRestarts)
+        return decodedRecords(bytes, layout: layout, count: count)
     }
 
     /// The name of the first header field where `found` differs from `expected`, if any.
@@ -257,34 +260,55 @@ extension StoreIndex {
         return fields.first { found[$0.1] != expected[$0.1] }?.0
     }
 
-    /// The records in their metadata spellings (restart fields only with `hasRestarts`).
-    private static func decodedRecords(_ bytes: [UInt8], count: Int, hasRestarts: Bool) -> Decoded {
-        let digits = Array("0123456789abcdef".utf8)
-        var sha256 = [UInt8](), crcs = [UInt8](), compressed = [UInt8]()
+    /// The records in their metadata spellings (restart fields only with `hasRestarts`), and the store digest of
+    /// `layout`'s size and interval their digests make. Spelled into buffers of their final size, two hexadecimal
+    /// digits a byte from a table: 131,072 records (a 16 GiB store) take milliseconds.
+    private static func decodedRecords(_ bytes: [UInt8], layout: Layout, count: Int) -> Decoded {
+        let hasRestarts = layout.hasRestarts
+        var hasher = SHA256()
+        hasher.update(data: Array("MDZ-store-digest-2".utf8))
+        withUnsafeBytes(of: UInt64(bitPattern: layout.size).littleEndian) { hasher.update(bufferPointer: $0) }
+        withUnsafeBytes(of: UInt64(bitPattern: layout.interval).littleEndian) { hasher.update(bufferPointer: $0) }
         var offsets: [Int64] = []
-        sha256.reserveCapacity(count * 64)
-        if hasRestarts {
-            offsets.reserveCapacity(count)
-            crcs.reserveCapacity(count * 8)
-            compressed.reserveCapacity(count * 8)
-        }
-        func spell(_ value: UInt32, into text: inout [UInt8]) {
-            for shift in stride(from: 28, through: 0, by: -4) { text.append(digits[Int(value >> UInt32(shift) & 0xF)]) }
-        }
-        for index in 0..<count {
-            let start = headerSize + index * recordSize
-            for byte in bytes[start..<(start + 32)] {
-                sha256.append(digits[Int(byte >> 4)])
-                sha256.append(digits[Int(byte & 0x0F)])
+        offsets.reserveCapacity(hasRestarts ? count : 0)
+        let pairs = hexPairs
+        let spell = { (length: Int, body: (_ put: (UInt8, Int) -> Void) -> Void) -> String in
+            String(unsafeUninitializedCapacity: length) { text in
+                body { byte, at in
+                    let pair = pairs[Int(byte)]
+                    text[at] = UInt8(truncatingIfNeeded: pair >> 8)
+                    text[at + 1] = UInt8(truncatingIfNeeded: pair)
+                }
+                return length
             }
-            guard hasRestarts else { continue }
-            offsets.append(Int64(bitPattern: bytes.readLE64(at: start + 32)))
-            spell(bytes.readLE32(at: start + 40), into: &crcs)
-            spell(bytes.readLE32(at: start + 44), into: &compressed)
         }
-        return Decoded(sha256: String(decoding: sha256, as: UTF8.self), offsets: offsets,
-                       crc32s: hasRestarts ? String(decoding: crcs, as: UTF8.self) : nil,
-                       compressedCRC32Cs: hasRestarts ? String(decoding: compressed, as: UTF8.self) : nil)
+        let sha256 = spell(count * 64) { put in
+            for index in 0..<count {
+                let start = headerSize + index * recordSize
+                bytes.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[start..<(start + 32)])) }
+                for offset in 0..<32 { put(bytes[start + offset], index * 64 + offset * 2) }
+                if hasRestarts { offsets.append(Int64(bitPattern: bytes.readLE64(at: start + 32))) }
+            }
+        }
+        // > A CRC-32 is spelled most significant byte first: the little-endian bytes in reverse.
+        func spelledCRCs(at field: Int) -> String {
+            spell(count * 8) { put in
+                for index in 0..<count {
+                    let start = headerSize + index * recordSize + field
+                    for offset in 0..<4 { put(bytes[start + 3 - offset], index * 8 + offset * 2) }
+                }
+            }
+        }
+        return Decoded(sha256: sha256, offsets: offsets,
+                       crc32s: hasRestarts ? spelledCRCs(at: 40) : nil,
+                       compressedCRC32Cs: hasRestarts ? spelledCRCs(at: 44) : nil,
+                       storeDigest: hasher.finalize().hexString)
+    }
+
+    /// Each byte's two lowercase hexadecimal digits, high digit in the high byte.
+    private static let hexPairs: [UInt16] = (0..<256).map { byte in
+        let digits = Array("0123456789abcdef".utf8)
+        return UInt16(digits[byte >> 4]) << 8 | UInt16(digits[byte & 0x0F])
     }
 }
 

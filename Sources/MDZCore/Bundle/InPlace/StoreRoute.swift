@@ -46,8 +46,8 @@ import SystemPackage
             return .extract(reason: "its digest segments (\(bytes(segments.interval)) each, 'store.segments.interval') \(excess)")
         }
         guard store.isCompressed else {
-            return .inPlace(SegmentPlan(store, size: size, interval: segments.interval, digests: segments.digests,
-                                        restarts: nil, restartsPerSegment: 1,
+            return .inPlace(SegmentPlan(store, size: size, interval: segments.interval,
+                                        digests: DigestList(segments.sha256), restarts: nil, restartsPerSegment: 1,
                                         names: RecordNames(formatVersion: reader.metadata.formatVersion)))
         }
         guard case .used(_, true) = reader.restartIndex, let restarts = reader.metadata.store.deflateRestarts else {
@@ -60,7 +60,7 @@ import SystemPackage
                                named: "maxRestartSegmentSize") {
             return .extract(reason: "its restart segments (\(bytes(restarts.interval)) each, 'store.deflateRestarts.interval') \(excess)")
         }
-        return .inPlace(SegmentPlan(store, size: size, interval: segments.interval, digests: segments.digests,
+        return .inPlace(SegmentPlan(store, size: size, interval: segments.interval, digests: DigestList(segments.sha256),
                                     restarts: restarts,
                                     restartsPerSegment: Int(segments.interval / restarts.interval),
                                     names: RecordNames(formatVersion: reader.metadata.formatVersion)))
@@ -90,7 +90,7 @@ import SystemPackage
         let recorded = reader.metadata.store
         guard let check = recorded.sha256.map(SegmentPlan.WholeCheck.sha256) ?? recorded.segments.map(SegmentPlan.WholeCheck.segments)
         else { return nil }
-        return SegmentPlan(store, size: size, interval: max(1, size), digests: [],
+        return SegmentPlan(store, size: size, interval: max(1, size), digests: DigestList(""),
                            restarts: store.isCompressed ? DeflateRestarts(interval: max(1, size), offsets: [0]) : nil,
                            restartsPerSegment: 1, names: RecordNames(formatVersion: reader.metadata.formatVersion),
                            whole: check)
@@ -120,7 +120,7 @@ import SystemPackage
     /// Bytes in each segment but the last (the whole store, at least 1, when ``isWhole``).
     @_spi(Core) public let interval: Int64
     /// One SHA-256 (hex) a segment: `store.segments` (empty when ``isWhole``: ``whole`` says how it is checked).
-    @_spi(Core) public let digests: [String]
+    @_spi(Core) public let digests: DigestList
     /// Where the store entry's data starts in the bundle.
     @_spi(Core) public let dataOffset: UInt64
     /// The store entry's compressed size (below the file's size: the reader located it).
@@ -148,7 +148,7 @@ import SystemPackage
     }
 
     @_spi(Core)
-    public init(_ store: BundleEntry, size: Int64, interval: Int64, digests: [String], restarts: DeflateRestarts?,
+    public init(_ store: BundleEntry, size: Int64, interval: Int64, digests: DigestList, restarts: DeflateRestarts?,
          restartsPerSegment: Int, names: RecordNames, whole: WholeCheck? = nil) {
         self.size = size
         self.interval = interval
@@ -174,5 +174,22 @@ import SystemPackage
         case .sha256(let digest): return digest
         case .segments(let segments): return segments.sha256
         }
+    }
+}
+
+/// One SHA-256 a segment, as `store.segments.sha256` spells them (64 lowercase hexadecimal characters each), kept as
+/// that one buffer: a store of 131,072 segments (16 GiB in format version 3) makes no 131,072 strings when it opens;
+/// a digest is spelled out when its segment is loaded.
+@_spi(Core) public struct DigestList: Sendable {
+    private let text: [UInt8]
+
+    /// The digests `spelled` concatenates (checked when the bundle opened: 64 characters each).
+    @_spi(Core) public init(_ spelled: String) { text = Array(spelled.utf8) }
+
+    @_spi(Core) public var count: Int { text.count / 64 }
+
+    /// Segment `index`'s digest, as the metadata spells it.
+    @_spi(Core) public subscript(index: Int) -> String {
+        String(decoding: text[(index * 64)..<(index * 64 + 64)], as: UTF8.self)
     }
 }

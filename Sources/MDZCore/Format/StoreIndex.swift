@@ -271,38 +271,42 @@ extension StoreIndex {
         withUnsafeBytes(of: UInt64(bitPattern: layout.interval).littleEndian) { hasher.update(bufferPointer: $0) }
         var offsets: [Int64] = []
         offsets.reserveCapacity(hasRestarts ? count : 0)
-        let pairs = hexPairs
-        let spell = { (length: Int, body: (_ put: (UInt8, Int) -> Void) -> Void) -> String in
-            String(unsafeUninitializedCapacity: length) { text in
-                body { byte, at in
-                    let pair = pairs[Int(byte)]
-                    text[at] = UInt8(truncatingIfNeeded: pair >> 8)
-                    text[at + 1] = UInt8(truncatingIfNeeded: pair)
-                }
-                return length
-            }
-        }
-        let sha256 = spell(count * 64) { put in
+        bytes.withUnsafeBytes { source in
             for index in 0..<count {
                 let start = headerSize + index * recordSize
-                bytes.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[start..<(start + 32)])) }
-                for offset in 0..<32 { put(bytes[start + offset], index * 64 + offset * 2) }
+                hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: source[start..<(start + 32)]))
                 if hasRestarts { offsets.append(Int64(bitPattern: bytes.readLE64(at: start + 32))) }
             }
         }
-        // > A CRC-32 is spelled most significant byte first: the little-endian bytes in reverse.
-        func spelledCRCs(at field: Int) -> String {
-            spell(count * 8) { put in
-                for index in 0..<count {
-                    let start = headerSize + index * recordSize + field
-                    for offset in 0..<4 { put(bytes[start + 3 - offset], index * 8 + offset * 2) }
+        // > A CRC-32 is spelled most significant byte first: its little-endian bytes in reverse.
+        return Decoded(sha256: spelled(bytes, count: count, field: 0, width: 32, reversed: false), offsets: offsets,
+                       crc32s: hasRestarts ? spelled(bytes, count: count, field: 40, width: 4, reversed: true) : nil,
+                       compressedCRC32Cs: hasRestarts ? spelled(bytes, count: count, field: 44, width: 4, reversed: true)
+                           : nil,
+                       storeDigest: hasher.finalize().hexString)
+    }
+
+    /// The `width` bytes at `field` of each of `count` records, in lowercase hexadecimal, concatenated (each field's
+    /// bytes last to first when `reversed`).
+    private static func spelled(_ bytes: [UInt8], count: Int, field: Int, width: Int, reversed: Bool) -> String {
+        let length = count * width * 2
+        return hexPairs.withUnsafeBufferPointer { pairs in
+            bytes.withUnsafeBufferPointer { source in
+                String(unsafeUninitializedCapacity: length) { text in
+                    var at = 0
+                    for index in 0..<count {
+                        let start = headerSize + index * recordSize + field
+                        for offset in 0..<width {
+                            let pair = pairs[Int(source[reversed ? start + width - 1 - offset : start + offset])]
+                            text[at] = UInt8(truncatingIfNeeded: pair >> 8)
+                            text[at + 1] = UInt8(truncatingIfNeeded: pair)
+                            at += 2
+                        }
+                    }
+                    return length
                 }
             }
         }
-        return Decoded(sha256: sha256, offsets: offsets,
-                       crc32s: hasRestarts ? spelledCRCs(at: 40) : nil,
-                       compressedCRC32Cs: hasRestarts ? spelledCRCs(at: 44) : nil,
-                       storeDigest: hasher.finalize().hexString)
     }
 
     /// Each byte's two lowercase hexadecimal digits, high digit in the high byte.

@@ -128,3 +128,30 @@ func currentUmask() -> UInt32 {
     else { return 0o022 }
     return value
 }
+
+/// Flips one byte in the middle of `bundle`'s store's compressed data, in place: its restart points and digests stay
+/// as they were, so the damage is found only where the segment is read.
+func flipStoreByte(in bundle: FilePath) throws {
+    let reader = try BundleReader(at: bundle)
+    guard let entry = reader.entries.first(where: { $0.name == "StoreContent/persistentStore" }) else {
+        throw DamageNotMade(reason: "the test bundle has no store")
+    }
+    // > The entry's name first appears in its local header, just before its data.
+    let bytes = try Data(contentsOf: URL(fileURLWithPath: bundle.string))
+    guard let name = bytes.range(of: Data(entry.name.utf8)) else {
+        throw DamageNotMade(reason: "the store's local header was not found")
+    }
+    let handle = try FileHandle(forUpdating: URL(fileURLWithPath: bundle.string))
+    defer { try? handle.close() }  // Squash close error of a test's file.
+    let target = UInt64(name.upperBound) + 200 + entry.compressedSize / 2
+    try handle.seek(toOffset: target)
+    let byte = try handle.read(upToCount: 1)?.first ?? 0
+    try handle.seek(toOffset: target)
+    try handle.write(contentsOf: Data([byte ^ 0x55]))
+}
+
+/// Why ``flipStoreByte(in:)`` could not damage the bundle it was given.
+struct DamageNotMade: Error, CustomStringConvertible {
+    var reason: String
+    var description: String { "the test could not damage its bundle: \(reason)" }
+}

@@ -65,6 +65,16 @@ struct FormatVersion3Tests {
         print(3, 'restarts' if flags & 1 else 'none', count)
         """
 
+    /// A store of about 1.5 MiB and its bundle, `Doc.mdz`, written by ``BundleWriter`` as version 3.
+    private static func makeBundle(in folder: FilePath) throws -> (store: FilePath, bundle: FilePath) {
+        let store = try Fixtures.makeStore(at: folder.appending("store.sqlite"), rows: 10_000, blobSize: 100)
+        var writing = WritingOptions()
+        writing.formatVersion = 3
+        let bundle = folder.appending("Doc.mdz")
+        try BundleWriter.write(BundleContent(store: store), metadata: DocumentMetadata(), to: bundle, options: writing)
+        return (store, bundle)
+    }
+
     private static func options(_ folder: FilePath, version: Int = 3) -> Document.OpenOptions {
         var options = appOptions(folder)
         options.saving.formatVersion = version
@@ -171,24 +181,8 @@ struct FormatVersion3Tests {
     @Test("a damaged segment of a version 3 store read in place ends the read with an error naming it, never a wrong row")
     func damagedSegment() async throws {
         try await withTemporaryDirectory { folder in
-            let store = try Fixtures.makeStore(at: folder.appending("store.sqlite"), rows: 10_000, blobSize: 100)
-            var writing = WritingOptions()
-            writing.formatVersion = 3
-            let bundle = folder.appending("Doc.mdz")
-            try BundleWriter.write(BundleContent(store: store), metadata: DocumentMetadata(), to: bundle,
-                                   options: writing)
-            let reader = try BundleReader(at: bundle)
-            let entry = try #require(reader.entries.first { $0.name == "StoreContent/persistentStore" })
-            // > The entry's name first appears in its local header, just before its data.
-            let bytes = try Data(contentsOf: URL(fileURLWithPath: bundle.string))
-            let name = try #require(bytes.range(of: Data(entry.name.utf8)))
-            let handle = try FileHandle(forUpdating: URL(fileURLWithPath: bundle.string))
-            let target = UInt64(name.upperBound) + 200 + entry.compressedSize / 2
-            try handle.seek(toOffset: target)
-            let byte = try #require(try handle.read(upToCount: 1)).first!
-            try handle.seek(toOffset: target)
-            try handle.write(contentsOf: Data([byte ^ 0x55]))
-            try handle.close()
+            let (_, bundle) = try Self.makeBundle(in: folder)
+            try flipStoreByte(in: bundle)
 
             let inPlace = try BundleStore(at: bundle)
             #expect(inPlace.access == .segments, "\(inPlace.reason ?? "")")
@@ -203,12 +197,7 @@ struct FormatVersion3Tests {
     @Test("a version 3 bundle repacked by Info-ZIP opens (its restart points stale), verifies and reads row for row")
     func repacked() async throws {
         try await withTemporaryDirectory { folder in
-            let store = try Fixtures.makeStore(at: folder.appending("store.sqlite"), rows: 10_000, blobSize: 100)
-            var writing = WritingOptions()
-            writing.formatVersion = 3
-            let bundle = folder.appending("Doc.mdz")
-            try BundleWriter.write(BundleContent(store: store), metadata: DocumentMetadata(), to: bundle,
-                                   options: writing)
+            let (store, bundle) = try Self.makeBundle(in: folder)
             let unpacked = folder.appending("unpacked")
             #expect(try execute("unzip", ["-q", bundle.string, "-d", unpacked.string]).status == 0)
             let repacked = folder.appending("Repacked.mdz")

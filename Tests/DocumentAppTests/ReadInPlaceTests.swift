@@ -98,19 +98,7 @@ struct ReadInPlaceTests {
         try await withTemporaryDirectory { folder in
             let bundle = folder.appending("Notes.mdz")
             try await makeDocument(bundle, folder: folder)
-            // Flip one byte in the middle of the store's compressed data (its restart index and digests stay).
-            let reader = try BundleReader(at: bundle)
-            let entry = try #require(reader.entries.first { $0.name == "StoreContent/persistentStore" })
-            // > The entry's name first appears in its local header, just before its data.
-            let bytes = try Data(contentsOf: URL(fileURLWithPath: bundle.string))
-            let name = try #require(bytes.range(of: Data(entry.name.utf8)))
-            let handle = try FileHandle(forUpdating: URL(fileURLWithPath: bundle.string))
-            let target = UInt64(name.upperBound) + 200 + entry.compressedSize / 2
-            try handle.seek(toOffset: target)
-            let byte = try #require(try handle.read(upToCount: 1)).first!
-            try handle.seek(toOffset: target)
-            try handle.write(contentsOf: Data([byte ^ 0x55]))
-            try handle.close()
+            try flipStoreByte(in: bundle)
 
             var options = appOptions(folder)
             options.isReadOnly = true

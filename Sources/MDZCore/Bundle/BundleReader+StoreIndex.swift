@@ -31,10 +31,12 @@ extension BundleReader {
         guard isSHA256(reference.root) else { throw mismatch("'store.index.root' is not a SHA-256") }
         // > Numbers from the bundle: the interval and the size checked before any arithmetic on them.
         let size = metadata.store.size
-        guard reference.interval >= 65_536,
-              let count = DocumentMetadata.SegmentDigests.count(forSize: size, interval: reference.interval),
-              let expectedSize = StoreIndex.entrySize(forCount: Int(clamping: count)) else {
+        guard reference.interval >= 65_536 else {
             throw mismatch("'store.index.interval' is \(reference.interval); it is at least 65536")
+        }
+        guard let count = DocumentMetadata.SegmentDigests.count(forSize: size, interval: reference.interval),
+              let expectedSize = StoreIndex.entrySize(forCount: Int(clamping: count)) else {
+            throw mismatch("'store.size' is \(size); a size is at least 0")
         }
         let hasRestarts = reference.compressedSize != nil || reference.crc32 != nil
         guard !hasRestarts || (reference.compressedSize != nil && reference.crc32 != nil) else {

@@ -40,7 +40,7 @@ import Crypto
 
     /// The records of a store, as a writer has them: one SHA-256 (32 raw bytes) per segment, and for a deflated store
     /// with restart points one offset, CRC-32 and CRC-32C per segment.
-    @_spi(Core) public struct Records: Sendable, Equatable {
+    @_spi(Core) public struct Records: Sendable {
         @_spi(Core) public var digests: [UInt8]
         @_spi(Core) public var restarts: (offsets: [Int64], crc32s: [UInt32], compressedCRC32Cs: [UInt32])?
 
@@ -73,12 +73,6 @@ import Crypto
                 compressed.append(compressedCRC)
             }
             self.restarts = (restarts.offsets, crcs, compressed)
-        }
-
-        @_spi(Core) public static func == (lhs: Records, rhs: Records) -> Bool {
-            lhs.digests == rhs.digests && lhs.restarts?.offsets == rhs.restarts?.offsets
-                && lhs.restarts?.crc32s == rhs.restarts?.crc32s
-                && lhs.restarts?.compressedCRC32Cs == rhs.restarts?.compressedCRC32Cs
         }
     }
 

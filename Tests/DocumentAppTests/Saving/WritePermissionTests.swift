@@ -68,8 +68,16 @@ struct WritePermissionTests {
                 return peak
             }
             let cores = ProcessInfo.processInfo.activeProcessorCount
-            let many = try save(threads: 20_000, to: folder.appending("Many.mdz"))
             let few = try save(threads: cores, to: folder.appending("Cores.mdz"))
+            // The runtime's own threads come and go with the machine's load, so one sample can count a few more:
+            // the least of up to three runs is compared. A save that started a thread per asked thread would count
+            // thousands in every run.
+            var many = Int.max
+            for attempt in 1...3 where many > few + 4 {
+                try? FileManager.default.removeItem(atPath: folder.appending("Many.mdz").string)
+                many = min(many, try save(threads: 20_000, to: folder.appending("Many.mdz")))
+                if attempt > 1 { print("compressionThreadsBounded: run \(attempt), least peak \(many)") }
+            }
             #expect(many <= few + 4, "peak \(many) threads with 20,000 asked, \(few) with \(cores) (the cores)")
             let a = try BundleReader(at: folder.appending("Many.mdz")).metadata.store
             let b = try BundleReader(at: folder.appending("Cores.mdz")).metadata.store

@@ -28,6 +28,10 @@ import SystemPackage
 final class OverlayStore: ServedStore {
     /// The working folder.
     let folder: FilePath
+    /// The overlay file's path, kept: every write and read error names it, and a path is not cheap to build.
+    let overlayPath: FilePath
+    /// The map file's path.
+    let mapPath: FilePath
     /// The size of the blocks pages are counted in (the map's page size).
     let pageSize: Int
     private let state: Protected<State>
@@ -82,6 +86,8 @@ final class OverlayStore: ServedStore {
     /// A store over the state ``open(folder:base:expectedDigest:)`` recovered.
     private init(folder: FilePath, pageSize: Int, state: State) {
         self.folder = folder
+        self.overlayPath = folder.appending(Self.overlayName)
+        self.mapPath = folder.appending(Self.mapName)
         self.pageSize = pageSize
         self.state = Protected(state)
     }
@@ -93,10 +99,6 @@ final class OverlayStore: ServedStore {
         }
     }
 
-    /// The overlay file's path.
-    var overlayPath: FilePath { folder.appending(Self.overlayName) }
-    /// The map file's path.
-    var mapPath: FilePath { folder.appending(Self.mapName) }
 }
 
 // MARK: - Creating and opening

@@ -17,12 +17,22 @@ public struct DeflateRestarts: Codable, Sendable, Equatable {
     /// The CRC-32 of each restart segment's uncompressed bytes, 8 lowercase hexadecimal characters each,
     /// concatenated (format version 2, FORMAT.md 13.1: a writer combines the entry's CRC-32 from them for segments it
     /// copies unread; a reader checks each segment it inflates on its own). `nil` in a version 1 bundle.
-    public var crc32s: String? = nil
+    ///
+    /// Values a reader took from a version 3 store index are kept as numbers and spelled here on each use.
+    public var crc32s: String? {
+        get { crcs.spelling }
+        set { crcs = RecordedValues(newValue) }
+    }
     /// The CRC-32C (Castagnoli) of each restart segment's compressed bytes, 8 lowercase hexadecimal characters each,
     /// concatenated (format version 2, optional, FORMAT.md 13.1): what proves, at the cost of reading
     /// them, that the compressed bytes a save copies unread are still the ones written. `nil` when an earlier
     /// writer made the bundle; its next save then deflates the store whole, once.
-    public var compressedCRC32Cs: String? = nil
+    public var compressedCRC32Cs: String? {
+        get { compressedCRCs.spelling }
+        set { compressedCRCs = RecordedValues(newValue) }
+    }
+    private var crcs = RecordedValues(nil)
+    private var compressedCRCs = RecordedValues(nil)
 
     /// A restart index with these values.
     public init(interval: Int64, offsets: [Int64], compressedSize: Int64? = nil, crc32: UInt32? = nil,
@@ -33,6 +43,89 @@ public struct DeflateRestarts: Codable, Sendable, Equatable {
         self.crc32 = crc32
         self.crc32s = crc32s
         self.compressedCRC32Cs = compressedCRC32Cs
+    }
+
+    /// A restart index whose CRC-32s and CRC-32Cs are numbers, one a segment, as a version 3 store index holds them.
+    @_spi(Core) public init(interval: Int64, offsets: [Int64], compressedSize: Int64?, crc32: UInt32?,
+                            crc32Values: [UInt32], compressedCRC32CValues: [UInt32]) {
+        self.init(interval: interval, offsets: offsets, compressedSize: compressedSize, crc32: crc32)
+        (crcs, compressedCRCs) = (RecordedValues(crc32Values), RecordedValues(compressedCRC32CValues))
+    }
+
+    private enum CodingKeys: String, CodingKey { case interval, offsets, compressedSize, crc32, crc32s, compressedCRC32Cs }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(interval: try container.decode(Int64.self, forKey: .interval),
+                  offsets: try container.decode([Int64].self, forKey: .offsets),
+                  compressedSize: try container.decodeIfPresent(Int64.self, forKey: .compressedSize),
+                  crc32: try container.decodeIfPresent(UInt32.self, forKey: .crc32),
+                  crc32s: try container.decodeIfPresent(String.self, forKey: .crc32s),
+                  compressedCRC32Cs: try container.decodeIfPresent(String.self, forKey: .compressedCRC32Cs))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(interval, forKey: .interval)
+        try container.encode(offsets, forKey: .offsets)
+        try container.encodeIfPresent(compressedSize, forKey: .compressedSize)
+        try container.encodeIfPresent(crc32, forKey: .crc32)
+        try container.encodeIfPresent(crc32s, forKey: .crc32s)
+        try container.encodeIfPresent(compressedCRC32Cs, forKey: .compressedCRC32Cs)
+    }
+
+    /// Equal values, however each side keeps its CRC-32s.
+    public static func == (a: DeflateRestarts, b: DeflateRestarts) -> Bool {
+        a.interval == b.interval && a.offsets == b.offsets && a.compressedSize == b.compressedSize && a.crc32 == b.crc32
+            && a.crcs == b.crcs && a.compressedCRCs == b.compressedCRCs
+    }
+}
+
+/// One 32-bit value a restart segment, as the metadata spells them (8 lowercase hexadecimal characters each,
+/// concatenated) or as numbers (a version 3 store index's); absent in bundles that record none.
+private enum RecordedValues: Sendable {
+    case absent
+    case spelled(String)
+    case values([UInt32])
+
+    init(_ spelling: String?) { self = spelling.map { .spelled($0) } ?? .absent }
+    init(_ values: [UInt32]) { self = .values(values) }
+
+    var spelling: String? {
+        switch self {
+        case .absent: return nil
+        case .spelled(let text): return text
+        case .values(let values): return DeflateRestarts.spelled(values)
+        }
+    }
+
+    /// The `index`th value; `nil` when there is none or its spelling is not 8 lowercase hexadecimal characters.
+    func value(at index: Int) -> UInt32? {
+        switch self {
+        case .absent: return nil
+        case .spelled(let text): return DeflateRestarts.value(in: text, at: index)
+        case .values(let values): return values.indices.contains(index) ? values[index] : nil
+        }
+    }
+
+    var isAbsent: Bool {
+        if case .absent = self { return true }
+        return false
+    }
+
+    /// How many values it holds, when they are numbers.
+    var valueCount: Int? {
+        if case .values(let values) = self { return values.count }
+        return nil
+    }
+
+    static func == (a: RecordedValues, b: RecordedValues) -> Bool {
+        switch (a, b) {
+        case (.absent, .absent): return true
+        case (.values(let left), .values(let right)): return left == right
+        case (.absent, _), (_, .absent): return false
+        default: return a.spelling == b.spelling
+        }
     }
 }
 
@@ -51,17 +144,22 @@ extension DeflateRestarts {
     /// The recorded CRC-32 of restart segment `index`; `nil` when ``crc32s`` is absent or does not hold it as 8
     /// lowercase hexadecimal characters (a reader checks the whole string when the bundle opens).
     @_spi(Core) public func recordedCRC(ofSegment index: Int) -> UInt32? {
-        Self.value(in: crc32s, at: index)
+        crcs.value(at: index)
     }
 
     /// The recorded CRC-32C of restart segment `index`'s compressed bytes; `nil` when ``compressedCRC32Cs`` is absent
     /// or does not hold it as 8 lowercase hexadecimal characters.
     @_spi(Core) public func recordedCompressedCRC(ofSegment index: Int) -> UInt32? {
-        Self.value(in: compressedCRC32Cs, at: index)
+        compressedCRCs.value(at: index)
     }
 
+    /// Whether CRC-32s of the restart segments are recorded (``crc32s``), spelled or as numbers.
+    @_spi(Core) public var recordsCRC32s: Bool { !crcs.isAbsent }
+    /// Whether CRC-32Cs of the restart segments' compressed bytes are recorded (``compressedCRC32Cs``).
+    @_spi(Core) public var recordsCompressedCRC32Cs: Bool { !compressedCRCs.isAbsent }
+
     /// The `index`th value of 8 lowercase hexadecimal characters in `list`; `nil` when there is none.
-    private static func value(in list: String?, at index: Int) -> UInt32? {
+    fileprivate static func value(in list: String?, at index: Int) -> UInt32? {
         guard let list, index >= 0 else { return nil }
         let text = list.utf8
         let (start, overflow) = index.multipliedReportingOverflow(by: 8)
@@ -82,6 +180,7 @@ extension DeflateRestarts {
 
     /// Why ``crc32s`` does not hold one CRC-32 per offset in lowercase hexadecimal; `nil` when it does.
     @_spi(Core) public var crc32sProblem: String? {
+        if let count = crcs.valueCount { return valueCountProblem(count, named: "crc32s") }
         guard let crc32s else { return "'crc32s' is missing (format version 2 requires it with the restart index)" }
         return problem(of: crc32s, named: "crc32s")
     }
@@ -89,7 +188,13 @@ extension DeflateRestarts {
     /// Why ``compressedCRC32Cs``, when present, does not hold one CRC-32C per offset in lowercase hexadecimal; `nil`
     /// when it does, or is absent (an earlier writer's bundle).
     @_spi(Core) public var compressedCRC32CsProblem: String? {
-        compressedCRC32Cs.flatMap { problem(of: $0, named: "compressedCRC32Cs") }
+        if let count = compressedCRCs.valueCount { return valueCountProblem(count, named: "compressedCRC32Cs") }
+        return compressedCRC32Cs.flatMap { problem(of: $0, named: "compressedCRC32Cs") }
+    }
+
+    /// Why `count` values are not one per offset; `nil` when they are.
+    private func valueCountProblem(_ count: Int, named name: String) -> String? {
+        count == offsets.count ? nil : "'\(name)' holds \(count) values where there are \(offsets.count) segments"
     }
 
     /// Why `list` does not hold one 8-character lowercase hexadecimal value per offset; `nil` when it does.

@@ -214,7 +214,7 @@ import SystemPackage
             slot.inputLength = Int(end - start)
             slot.expected = Int(min(UInt64(interval), size - UInt64(index) * UInt64(interval)))
             slot.isLast = index == offsets.count - 1
-            slot.expectedCompressedCRC32C = restarts.compressedCRC32Cs == nil ? nil
+            slot.expectedCompressedCRC32C = !restarts.recordsCompressedCRC32Cs ? nil
                 : restarts.recordedCompressedCRC(ofSegment: index) ?? 0
             let worker = workers[index % workers.count]
             worker.queue.async { worker.inflate(slot, from: descriptor) }
@@ -227,7 +227,7 @@ import SystemPackage
             slot.done.wait()
             slot.isPending = false
             if let failure = slot.failure { throw failure }
-            if restarts.crc32s != nil, restarts.recordedCRC(ofSegment: slot.index) != slot.crc32 {
+            if restarts.recordsCRC32s, restarts.recordedCRC(ofSegment: slot.index) != slot.crc32 {
                 throw Failure.segmentCRC(index: slot.index)
             }
             let bytes = UnsafeRawBufferPointer(rebasing: slot.output[..<slot.produced])

@@ -64,11 +64,12 @@ extension BundleReader {
         guard decoded.storeDigest == digest else {
             throw mismatch("'store.digest' is not the digest of 'store.size' and the store index's segment digests")
         }
-        metadata.store.segments = DocumentMetadata.SegmentDigests(interval: reference.interval, sha256: decoded.sha256)
+        // > Kept as the index holds them: 32 bytes a digest, numbers for the rest; spelled only if someone asks.
+        metadata.store.segments = DocumentMetadata.SegmentDigests(interval: reference.interval, rawDigests: decoded.digests)
         metadata.store.deflateRestarts = hasRestarts
             ? DeflateRestarts(interval: reference.interval, offsets: decoded.offsets,
                               compressedSize: reference.compressedSize, crc32: reference.crc32,
-                              crc32s: decoded.crc32s, compressedCRC32Cs: decoded.compressedCRC32Cs)
+                              crc32Values: decoded.crc32s ?? [], compressedCRC32CValues: decoded.compressedCRC32Cs ?? [])
             : nil
     }
 }

@@ -189,8 +189,9 @@ public final class BundleReader: Sendable {
         let reader = try EntryReader(descriptor: descriptor, path: path, deflated: entry.isCompressed)
         reader.start(entry.location)
         var bytes: [UInt8] = []
-        // > A declared size, not a count of bytes: reserved up to 1 MiB, grown only as bytes come (bounded by it).
-        bytes.reserveCapacity(Int(min(entry.size, 1 << 20)))
+        // > A declared size, not a count of bytes: reserved up to 64 MiB (address space, not memory, until bytes
+        // > come: a store index of 64 GiB takes 25 MB, read without one reallocation), grown only as bytes come.
+        bytes.reserveCapacity(Int(min(entry.size, 64 << 20)))
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
         defer { buffer.deallocate() }
         while true {
@@ -232,8 +233,8 @@ public final class BundleReader: Sendable {
         if metadata.formatVersion < 2, let sha256 = metadata.store.sha256, !isSHA256(sha256) {
             throw mismatch("'store.sha256' is not a SHA-256")
         }
-        // > Version 3's segments come from its store index, checked and spelled by ``loadStoreIndex(into:entries:in:)``
-        // > with the store digest they make: checking their spelling again would cost 131,072 digests at 16 GiB.
+        // > Version 3's segments come from its store index, checked by ``loadStoreIndex(into:entries:in:)`` with the
+        // > store digest they make, and kept as bytes: they have no spelling to check.
         if let segments = metadata.store.segments, metadata.store.index == nil {
             // > Numbers from the bundle: checked before any arithmetic, and the arithmetic checked too (an interval
             // > of 2⁶³ − 1 must be refused, not overflow into a trap).
@@ -309,14 +310,14 @@ public final class BundleReader: Sendable {
             throw DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
                                 reason: "\(names.restarts) names this entry's stream but does not describe it: \(problem); the metadata does not describe this bundle")
         }
-        // > Version 3's CRC-32s and CRC-32Cs were spelled from its store index: one per segment, lowercase.
-        let spelled = metadata.store.index != nil
-        if metadata.formatVersion >= 2, !spelled, let problem = restarts.crc32sProblem {
+        // > Version 3's CRC-32s and CRC-32Cs came from its store index, one per segment (checked there).
+        let fromIndex = metadata.store.index != nil
+        if metadata.formatVersion >= 2, !fromIndex, let problem = restarts.crc32sProblem {
             // > Version 2 (FORMAT.md 13.1): an index in use carries one CRC-32 per restart segment.
             throw DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
                                 reason: "\(names.restarts) describes this entry's stream but \(problem); the metadata does not describe this bundle")
         }
-        if metadata.formatVersion >= 2, !spelled, let problem = restarts.compressedCRC32CsProblem {
+        if metadata.formatVersion >= 2, !fromIndex, let problem = restarts.compressedCRC32CsProblem {
             throw DocumentError(.metadataMismatch, path: path, entry: BundleLayout.store,
                                 reason: "\(names.restarts) describes this entry's stream but \(problem); the metadata does not describe this bundle")
         }
@@ -334,7 +335,7 @@ public final class BundleReader: Sendable {
     /// records; `nil` when it records none. The index has passed ``ParallelInflater/check(_:size:compressedSize:)``
     /// (one segment of `interval` bytes a segment, the last shorter), and `crc32s` its spelling check.
     @_spi(Core) public static func combinedCRC(of restarts: DocumentMetadata.DeflateRestarts, size: UInt64) -> UInt32? {
-        guard restarts.crc32s != nil, restarts.interval > 0, let size = Int64(exactly: size) else { return nil }
+        guard restarts.recordsCRC32s, restarts.interval > 0, let size = Int64(exactly: size) else { return nil }
         var combined: UInt32 = 0
         // > Every segment but the last has the interval's length: one operator for them all (zlib's
         // > crc32_combine_gen), a few multiplications a segment instead of a whole crc32_combine.

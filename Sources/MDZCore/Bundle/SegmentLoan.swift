@@ -67,7 +67,7 @@
         }
         // > What proves the compressed bytes copied unread are the ones written (FORMAT.md 13.1): without it (an
         // > earlier release's bundle) the store is deflated whole, once; the new bundle records it.
-        guard previous.metadata.formatVersion >= 2, restarts.crc32sProblem == nil, restarts.compressedCRC32Cs != nil,
+        guard previous.metadata.formatVersion >= 2, restarts.crc32sProblem == nil, restarts.recordsCompressedCRC32Cs,
               restarts.compressedCRC32CsProblem == nil else {
             return .refuses(reason: "the replaced bundle records no CRC-32C of its compressed segments (an earlier release wrote it): this save deflates the store whole, once")
         }

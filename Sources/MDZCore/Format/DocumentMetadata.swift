@@ -118,12 +118,22 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
         /// The lowercase hex SHA-256 of each segment, in order, concatenated: 64 characters a segment,
         /// ⌈size ÷ interval⌉ segments. One string, not an array: a large store has thousands of segments, and the
         /// metadata is read at every open.
-        public var sha256: String
+        ///
+        /// Digests a reader took from a version 3 store index are kept as their 32 raw bytes each and spelled here
+        /// on each use (8 MB for a 16 GiB store): readers of segments take ``rawDigests`` instead.
+        public var sha256: String {
+            get { spelling ?? StoreIndex.hex(raw ?? []) }
+            set { (spelling, raw) = (newValue, nil) }
+        }
+        /// The metadata's spelling (versions 1 and 2, and every writer's), or `nil` when ``raw`` holds the digests.
+        private var spelling: String?
+        /// 32 bytes a segment, as a version 3 store index holds them, or `nil` when ``spelling`` holds the digests.
+        private var raw: [UInt8]?
 
         /// Digests from their concatenation, as the metadata holds them.
         public init(interval: Int64, sha256: String) {
             self.interval = interval
-            self.sha256 = sha256
+            self.spelling = sha256
         }
 
         /// Digests from one lowercase hex SHA-256 per segment, in order.
@@ -131,29 +141,57 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
             self.init(interval: interval, sha256: digests.joined())
         }
 
+        /// Digests of 32 raw bytes each, concatenated, as a version 3 store index holds them (a whole number of them).
+        @_spi(Core) public init(interval: Int64, rawDigests: [UInt8]) {
+            precondition(rawDigests.count % 32 == 0, "whole digests")
+            self.interval = interval
+            self.raw = rawDigests
+        }
+
+        private enum CodingKeys: String, CodingKey { case interval, sha256 }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(interval: try container.decode(Int64.self, forKey: .interval),
+                      sha256: try container.decode(String.self, forKey: .sha256))
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(interval, forKey: .interval)
+            try container.encode(sha256, forKey: .sha256)
+        }
+
+        /// Equal digests, however each side keeps them.
+        public static func == (a: SegmentDigests, b: SegmentDigests) -> Bool {
+            guard a.interval == b.interval else { return false }
+            if let left = a.raw, let right = b.raw { return left == right }
+            return a.sha256 == b.sha256
+        }
+
         /// How many digests there are (a partial one counts as one).
-        public var count: Int { (sha256.utf8.count + 63) / 64 }
+        public var count: Int { raw.map { $0.count / 32 } ?? ((spelling ?? "").utf8.count + 63) / 64 }
+
+        /// The digests' 32 raw bytes each, concatenated; `nil` when ``sha256`` is not lowercase hexadecimal in whole
+        /// digests (a version 2 reader checks it when the bundle opens). Kept, not parsed, when a store index gave them.
+        @_spi(Core) public var rawDigests: [UInt8]? {
+            if let raw { return raw }
+            let text = Array((spelling ?? "").utf8)
+            guard text.count % 64 == 0 else { return nil }
+            var bytes = [UInt8](repeating: 0, count: text.count / 2)
+            for index in bytes.indices {
+                guard let high = Hex.nibble(text[2 * index]), let low = Hex.nibble(text[2 * index + 1]) else { return nil }
+                bytes[index] = high << 4 | low
+            }
+            return bytes
+        }
 
         /// The store digest of format version 2 (FORMAT.md 13.1) for a store of `size` bytes cut by these segments:
         /// the SHA-256 of `MDZ-store-digest-2`, `size` and ``interval`` as 8 bytes little-endian each, then each
         /// segment's 32-byte SHA-256 in order. `nil` when ``sha256`` is not lowercase hexadecimal in whole digests.
         public func storeDigest(size: Int64) -> String? {
-            let text = Array(sha256.utf8)
-            guard text.count % 64 == 0 else { return nil }
-            var hasher = SHA256()
-            hasher.update(data: Array("MDZ-store-digest-2".utf8))
-            withUnsafeBytes(of: UInt64(bitPattern: size).littleEndian) { hasher.update(bufferPointer: $0) }
-            withUnsafeBytes(of: UInt64(bitPattern: interval).littleEndian) { hasher.update(bufferPointer: $0) }
-            var raw = [UInt8](repeating: 0, count: 32)
-            for start in stride(from: 0, to: text.count, by: 64) {
-                for index in 0..<32 {
-                    guard let high = Hex.nibble(text[start + 2 * index]), let low = Hex.nibble(text[start + 2 * index + 1])
-                    else { return nil }
-                    raw[index] = high << 4 | low
-                }
-                hasher.update(data: raw)
-            }
-            return hasher.finalize().hexString
+            guard let bytes = rawDigests else { return nil }
+            return StoreIndex.storeDigest(size: size, interval: interval, digests: bytes)
         }
 
         /// Each segment's digest, in order: a new array split from ``sha256`` at every call (take it once, outside

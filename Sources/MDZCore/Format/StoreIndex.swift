@@ -54,13 +54,7 @@ import Crypto
         /// with their CRC-32s and CRC-32Cs (at the same interval); `nil` when they are not one record a segment in
         /// lowercase hexadecimal (a writer's fault, never a bundle's: only a writer makes records).
         @_spi(Core) public init?(_ segments: DocumentMetadata.SegmentDigests, restarts: DeflateRestarts?) {
-            let text = Array(segments.sha256.utf8)
-            guard text.count % 64 == 0 else { return nil }
-            var digests = [UInt8](repeating: 0, count: text.count / 2)
-            for index in digests.indices {
-                guard let high = Hex.nibble(text[2 * index]), let low = Hex.nibble(text[2 * index + 1]) else { return nil }
-                digests[index] = high << 4 | low
-            }
+            guard let digests = segments.rawDigests else { return nil }
             self.digests = digests
             guard let restarts else { return }
             let count = digests.count / 32
@@ -190,16 +184,15 @@ import Crypto
 }
 
 extension StoreIndex {
-    /// What a checked index gives: the metadata's version 2 spellings of its records (``DocumentMetadata/SegmentDigests/sha256``,
-    /// ``DeflateRestarts/offsets``, ``DeflateRestarts/crc32s``, ``DeflateRestarts/compressedCRC32Cs``), which every
-    /// reader and writer of segments uses.
+    /// What a checked index gives: its records as they lie in the entry (32-byte digests, offsets, CRC-32s and
+    /// CRC-32Cs), which ``DocumentMetadata/SegmentDigests`` and ``DeflateRestarts`` keep without spelling them.
     @_spi(Core) public struct Decoded: Sendable, Equatable {
-        @_spi(Core) public var sha256: String
+        /// 32 bytes a segment.
+        @_spi(Core) public var digests: [UInt8]
         @_spi(Core) public var offsets: [Int64]
-        @_spi(Core) public var crc32s: String?
-        @_spi(Core) public var compressedCRC32Cs: String?
-        /// The store digest the records' digests make (FORMAT.md 13.1, ``DocumentMetadata/SegmentDigests/storeDigest(size:)``),
-        /// computed from their bytes rather than their spelling.
+        @_spi(Core) public var crc32s: [UInt32]?
+        @_spi(Core) public var compressedCRC32Cs: [UInt32]?
+        /// The store digest the records' digests make (FORMAT.md 13.1, ``DocumentMetadata/SegmentDigests/storeDigest(size:)``).
         @_spi(Core) public var storeDigest: String
     }
 
@@ -254,51 +247,63 @@ extension StoreIndex {
         return fields.first { found[$0.1] != expected[$0.1] }?.0
     }
 
-    /// The records in their metadata spellings (restart fields only with `hasRestarts`), and the store digest of
-    /// `layout`'s size and interval their digests make. Spelled into buffers of their final size, two hexadecimal
-    /// digits a byte from a table: 131,072 records (a 16 GiB store) take milliseconds.
+    /// The records, field by field (restart fields only with `hasRestarts`), and the store digest of `layout`'s
+    /// size and interval their digests make: copied into arrays of their final size, nothing spelled.
     private static func decodedRecords(_ bytes: [UInt8], layout: Layout, count: Int) -> Decoded {
         let hasRestarts = layout.hasRestarts
-        var hasher = SHA256()
-        hasher.update(data: Array("MDZ-store-digest-2".utf8))
-        withUnsafeBytes(of: UInt64(bitPattern: layout.size).littleEndian) { hasher.update(bufferPointer: $0) }
-        withUnsafeBytes(of: UInt64(bitPattern: layout.interval).littleEndian) { hasher.update(bufferPointer: $0) }
-        var offsets: [Int64] = []
-        offsets.reserveCapacity(hasRestarts ? count : 0)
+        var decoded = Decoded(digests: [], offsets: [], crc32s: nil, compressedCRC32Cs: nil, storeDigest: "")
         bytes.withUnsafeBytes { source in
-            for index in 0..<count {
-                let start = headerSize + index * recordSize
-                hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: source[start..<(start + 32)]))
-                if hasRestarts { offsets.append(Int64(bitPattern: bytes.readLE64(at: start + 32))) }
+            decoded.digests = [UInt8](unsafeUninitializedCapacity: count * 32) { digests, filled in
+                let target = UnsafeMutableRawBufferPointer(digests)
+                for index in 0..<count {
+                    let start = headerSize + index * recordSize
+                    UnsafeMutableRawBufferPointer(rebasing: target[(index * 32)..<(index * 32 + 32)])
+                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[start..<(start + 32)]))
+                }
+                filled = count * 32
             }
+            guard hasRestarts else { return }
+            func field<T: FixedWidthInteger>(at offset: Int, as: T.Type) -> [T] {
+                [T](unsafeUninitializedCapacity: count) { values, filled in
+                    for index in 0..<count {
+                        values[index] = T(littleEndian: source.loadUnaligned(fromByteOffset: headerSize + index * recordSize + offset,
+                                                                            as: T.self))
+                    }
+                    filled = count
+                }
+            }
+            decoded.offsets = field(at: 32, as: Int64.self)
+            decoded.crc32s = field(at: 40, as: UInt32.self)
+            decoded.compressedCRC32Cs = field(at: 44, as: UInt32.self)
         }
-        // > A CRC-32 is spelled most significant byte first: its little-endian bytes in reverse.
-        return Decoded(sha256: spelled(bytes, count: count, field: 0, width: 32, reversed: false), offsets: offsets,
-                       crc32s: hasRestarts ? spelled(bytes, count: count, field: 40, width: 4, reversed: true) : nil,
-                       compressedCRC32Cs: hasRestarts ? spelled(bytes, count: count, field: 44, width: 4, reversed: true)
-                           : nil,
-                       storeDigest: hasher.finalize().hexString)
+        decoded.storeDigest = storeDigest(size: layout.size, interval: layout.interval, digests: decoded.digests)
+        return decoded
     }
 
-    /// The `width` bytes at `field` of each of `count` records, in lowercase hexadecimal, concatenated (each field's
-    /// bytes last to first when `reversed`).
-    private static func spelled(_ bytes: [UInt8], count: Int, field: Int, width: Int, reversed: Bool) -> String {
-        let length = count * width * 2
+    /// The store digest of format version 2 (FORMAT.md 13.1) of a store of `size` bytes cut into segments of
+    /// `interval` bytes whose SHA-256s are `digests` (32 raw bytes each, concatenated).
+    @_spi(Core) public static func storeDigest(size: Int64, interval: Int64, digests: [UInt8]) -> String {
+        var hasher = SHA256()
+        hasher.update(data: Array("MDZ-store-digest-2".utf8))
+        withUnsafeBytes(of: UInt64(bitPattern: size).littleEndian) { hasher.update(bufferPointer: $0) }
+        withUnsafeBytes(of: UInt64(bitPattern: interval).littleEndian) { hasher.update(bufferPointer: $0) }
+        hasher.update(data: digests)
+        return hasher.finalize().hexString
+    }
+
+    /// `bytes` in lowercase hexadecimal, two digits a byte from a table (8 MB of text in milliseconds).
+    @_spi(Core) public static func hex(_ bytes: some Collection<UInt8>) -> String {
+        let length = bytes.count * 2
         return hexPairs.withUnsafeBufferPointer { pairs in
-            bytes.withUnsafeBufferPointer { source in
-                String(unsafeUninitializedCapacity: length) { text in
-                    var at = 0
-                    for index in 0..<count {
-                        let start = headerSize + index * recordSize + field
-                        for offset in 0..<width {
-                            let pair = pairs[Int(source[reversed ? start + width - 1 - offset : start + offset])]
-                            text[at] = UInt8(truncatingIfNeeded: pair >> 8)
-                            text[at + 1] = UInt8(truncatingIfNeeded: pair)
-                            at += 2
-                        }
-                    }
-                    return length
+            String(unsafeUninitializedCapacity: length) { text in
+                var at = 0
+                for byte in bytes {
+                    let pair = pairs[Int(byte)]
+                    text[at] = UInt8(truncatingIfNeeded: pair >> 8)
+                    text[at + 1] = UInt8(truncatingIfNeeded: pair)
+                    at += 2
                 }
+                return length
             }
         }
     }

@@ -47,7 +47,7 @@ import SystemPackage
         }
         guard store.isCompressed else {
             return .inPlace(SegmentPlan(store, size: size, interval: segments.interval,
-                                        digests: DigestList(segments.sha256), restarts: nil, restartsPerSegment: 1,
+                                        digests: DigestList(segments), restarts: nil, restartsPerSegment: 1,
                                         names: RecordNames(formatVersion: reader.metadata.formatVersion)))
         }
         guard case .used(_, true) = reader.restartIndex, let restarts = reader.metadata.store.deflateRestarts else {
@@ -60,7 +60,7 @@ import SystemPackage
                                named: "maxRestartSegmentSize") {
             return .extract(reason: "its restart segments (\(bytes(restarts.interval)) each, 'store.deflateRestarts.interval') \(excess)")
         }
-        return .inPlace(SegmentPlan(store, size: size, interval: segments.interval, digests: DigestList(segments.sha256),
+        return .inPlace(SegmentPlan(store, size: size, interval: segments.interval, digests: DigestList(segments),
                                     restarts: restarts,
                                     restartsPerSegment: Int(segments.interval / restarts.interval),
                                     names: RecordNames(formatVersion: reader.metadata.formatVersion)))
@@ -90,7 +90,7 @@ import SystemPackage
         let recorded = reader.metadata.store
         guard let check = recorded.sha256.map(SegmentPlan.WholeCheck.sha256) ?? recorded.segments.map(SegmentPlan.WholeCheck.segments)
         else { return nil }
-        return SegmentPlan(store, size: size, interval: max(1, size), digests: DigestList(""),
+        return SegmentPlan(store, size: size, interval: max(1, size), digests: DigestList(),
                            restarts: store.isCompressed ? DeflateRestarts(interval: max(1, size), offsets: [0]) : nil,
                            restartsPerSegment: 1, names: RecordNames(formatVersion: reader.metadata.formatVersion),
                            whole: check)
@@ -177,19 +177,22 @@ import SystemPackage
     }
 }
 
-/// One SHA-256 a segment, as `store.segments.sha256` spells them (64 lowercase hexadecimal characters each), kept as
-/// that one buffer: a store of 131,072 segments (16 GiB in format version 3) makes no 131,072 strings when it opens;
-/// a digest is spelled out when its segment is loaded.
+/// One SHA-256 a segment, kept as one buffer of 32 bytes a digest: a store of 131,072 segments (16 GiB in format
+/// version 3) makes no 131,072 strings when it opens; a digest is spelled out when its segment is loaded.
 @_spi(Core) public struct DigestList: Sendable {
-    private let text: [UInt8]
+    /// 32 bytes a digest.
+    private let bytes: [UInt8]
 
-    /// The digests `spelled` concatenates (checked when the bundle opened: 64 characters each).
-    @_spi(Core) public init(_ spelled: String) { text = Array(spelled.utf8) }
+    /// The digests `segments` records (checked when the bundle opened), as it keeps them or parsed once.
+    @_spi(Core) public init(_ segments: DocumentMetadata.SegmentDigests) { bytes = segments.rawDigests ?? [] }
 
-    @_spi(Core) public var count: Int { text.count / 64 }
+    /// No digests.
+    @_spi(Core) public init() { bytes = [] }
+
+    @_spi(Core) public var count: Int { bytes.count / 32 }
 
     /// Segment `index`'s digest, as the metadata spells it.
     @_spi(Core) public subscript(index: Int) -> String {
-        String(decoding: text[(index * 64)..<(index * 64 + 64)], as: UTF8.self)
+        StoreIndex.hex(bytes[(index * 32)..<(index * 32 + 32)])
     }
 }

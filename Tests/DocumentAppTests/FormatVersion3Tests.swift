@@ -100,7 +100,18 @@ struct FormatVersion3Tests {
             let records = size < 1 << 20 ? 1 : (size + (128 << 10) - 1) / (128 << 10)
             let printed = try Python.run(Self.independentCheck, [bundle.string])
             #expect(printed == "3 \(expectsRestarts ? "restarts" : "none") \(records)\n", "\(printed)")
-            _ = try BundleReader(at: bundle).verify(full: true, workingDirectory: folder)
+            let reader = try BundleReader(at: bundle)
+            _ = try reader.verify(full: true, workingDirectory: folder)
+            // > The reader keeps the index's records as bytes and numbers, the writer spelled them: the same values
+            // > either way, spelled alike, and encoded alike.
+            let read = reader.metadata.store, written = metadata.store
+            #expect(read.segments == written.segments && read.deflateRestarts == written.deflateRestarts)
+            #expect(read.segments?.sha256 == written.segments?.sha256 && read.segments?.count == records)
+            #expect(read.deflateRestarts?.crc32s == written.deflateRestarts?.crc32s)
+            #expect(read.deflateRestarts?.compressedCRC32Cs == written.deflateRestarts?.compressedCRC32Cs)
+            #expect((read.deflateRestarts?.crc32s?.utf8.count ?? 0) == (expectsRestarts ? records * 8 : 0))
+            let encoded = try JSONEncoder().encode(read)
+            #expect(try JSONDecoder().decode(DocumentMetadata.Store.self, from: encoded) == read)
 
             let source = try DatabaseQueue(path: store.string)
             let expected = try await source.read { db in try StoreContent(db) }

@@ -55,7 +55,7 @@ private func zipToolsContent(_ polyglot: Polyglot) -> StoreContent? {
     return try? queue.read { db in try StoreContent(db) }
 }
 
-@Suite("What a reader serves is what the zip holds", .serialized)
+@Suite("What a reader serves is what the zip holds", .serialized, .serialChain)
 struct ServedIsZippedTests {
     @Test("a store entry that reads as one store in one stream and another segment by segment: every reader refuses it or serves what zip tools read")
     func polyglotFamily() async throws {

@@ -31,7 +31,7 @@ private struct CollectingHandler: LogHandler {
     }
 }
 
-@Suite("Where working copies live", .serialized)
+@Suite("Where working copies live", .serialized, .serialChain)
 struct WorkingCopyPlaceTests {
     private func notesApp(_ arguments: [String], environment changes: [String: String?]) throws
     -> (status: Int32, stdout: String, stderr: String) {

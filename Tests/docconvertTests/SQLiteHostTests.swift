@@ -6,7 +6,7 @@ import Testing
 
 /// The `mdzvfs` extension in the SQLite tools people use: Debian's `sqlite3` shell and python's `sqlite3` module load
 /// the built `libmdzvfs.so` and read documents in place, row for row what `docconvert extract` writes out.
-@Suite("SQLite hosts read documents through the mdzvfs extension", .serialized)
+@Suite("SQLite hosts read documents through the mdzvfs extension", .serialized, .serialChain)
 struct SQLiteHostTests {
     /// The corpus (`../shared/corpus`), or `nil` with the reason printed.
     private static var corpus: FilePath? {

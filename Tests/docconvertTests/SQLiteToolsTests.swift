@@ -7,7 +7,7 @@ import Testing
 /// Documents opened by their path, as any SQLite database is, through the extension's second entry point
 /// (`sqlite3_mdzvfs_default_init`): python's sqlite3 module, the sqlite3 shell, and the tools people point at a file
 /// (Datasette over HTTP, sqlite-utils, pandas), each row for row against the store `docconvert extract` writes out.
-@Suite("SQLite tools open a document by its path", .serialized)
+@Suite("SQLite tools open a document by its path", .serialized, .serialChain)
 struct SQLiteToolsTests {
     private static var samples: FilePath {
         FilePath(URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -120,7 +120,7 @@ private func explore(_ path: String, root: FilePath, onlyAtMarks: Bool = false, 
     return violations
 }
 
-@Suite("Crash states and injected faults on every write path", .serialized)
+@Suite("Crash states and injected faults on every write path", .serialized, .serialChain)
 struct CrashStateTests {
     /// A saved document of `rows` rows at `root/Doc.mdz` (about 0.9 KiB a row).
     private func makeDocument(_ root: FilePath, rows: Int) async throws -> FilePath {

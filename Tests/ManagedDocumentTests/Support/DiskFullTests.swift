@@ -9,7 +9,7 @@ import Testing
 /// A small file system that fills up mid-write: a size-limited tmpfs, mounted for the test (as root), resized with
 /// `remount` to give the rerun its space. Every case: the specific error, the sources and the previous bundle
 /// byte-identical, no temporary left behind, and a rerun with space that finishes the job.
-@Suite("Full disks: each write fails with 'no space left', leaves everything as it was, and a rerun finishes", .serialized,
+@Suite("Full disks: each write fails with 'no space left', leaves everything as it was, and a rerun finishes", .serialized, .serialChain,
        .enabled(if: getuid() == 0, "mounting a tmpfs needs root"))
 struct DiskFullTests {
     /// Runs `body` with a tmpfs of `kilobytes` mounted at a fresh folder (the suite runs only as root); a refused

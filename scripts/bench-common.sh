@@ -4,6 +4,7 @@
 #   bench_work_folder NAME   sets WORK to "$DIR/NAME" (made empty), and removes it on exit unless KEEP=1
 #   bench_page_cache         sets DROP=1 when the page cache can be dropped (root, BENCH_DROP_CACHES not 0)
 #   drop_caches              drops it (when DROP=1)
+#   bench_release_tools      builds libmdzvfs.so and docconvert (release); sets BIN, LIB and DOCCONVERT
 #   bench_item_store PATH MB a SQLite store of about MB MiB: table item(id, kind, body), rows of about 1 KiB of
 #                            words (compressible as text is), the same rows for the same MB
 #   run_case ID ROUND NAME [FOLDER]
@@ -16,6 +17,15 @@
 # and the script lists its cases' IDs in an array, in the order they run and appear in its table.
 
 log() { echo "[bench] $*" >&2; }
+
+bench_release_tools() {
+    log "building libmdzvfs.so and docconvert (release)"
+    swift build -c release --product mdzvfs >&2
+    swift build -c release --product docconvert >&2
+    BIN=$(swift build -c release --show-bin-path)
+    LIB="$BIN/libmdzvfs.so"
+    DOCCONVERT="$BIN/docconvert"
+}
 
 bench_work_folder() {
     mkdir -p "$DIR"

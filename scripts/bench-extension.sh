@@ -63,12 +63,7 @@ echo
 echo "Command: \`BENCH_MB=$MB BENCH_RUNS=$RUNS BENCH_QUERIES=$QUERIES $invocation\` (run in \`$root\`)"
 echo
 
-log "building libmdzvfs.so and docconvert (release)"
-swift build -c release --product mdzvfs >&2
-swift build -c release --product docconvert >&2
-BIN=$(swift build -c release --show-bin-path)
-LIB="$BIN/libmdzvfs.so"
-DOCCONVERT="$BIN/docconvert"
+bench_release_tools
 
 bench_work_folder extension-run
 bench_page_cache

@@ -40,12 +40,7 @@ done
 
 source "$root/scripts/bench-common.sh"
 
-log "building libmdzvfs.so and docconvert (release)"
-swift build -c release --product mdzvfs >&2
-swift build -c release --product docconvert >&2
-BIN=$(swift build -c release --show-bin-path)
-LIB="$BIN/libmdzvfs.so"
-DOCCONVERT="$BIN/docconvert"
+bench_release_tools
 
 # > The work folder is kept between runs when BENCH_KEEP=1: the store takes minutes to write and convert.
 mkdir -p "$DIR"

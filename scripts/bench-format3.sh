@@ -55,12 +55,7 @@ echo
 echo "Command: \`BENCH_SIZES=\"$SIZES\" BENCH_QUERIES=$QUERIES BENCH_ROUNDS=$ROUNDS $invocation\` (run in \`$root\`)"
 echo
 
-log "building libmdzvfs.so and docconvert (release)"
-swift build -c release --product mdzvfs >&2
-swift build -c release --product docconvert >&2
-BIN=$(swift build -c release --show-bin-path)
-LIB="$BIN/libmdzvfs.so"
-DOCCONVERT="$BIN/docconvert"
+bench_release_tools
 
 bench_work_folder format3-run
 bench_page_cache

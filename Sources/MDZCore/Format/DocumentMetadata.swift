@@ -120,14 +120,14 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
         /// metadata is read at every open.
         ///
         /// Digests a reader took from a version 3 store index are kept as their 32 raw bytes each and spelled here
-        /// on each use (8 MB for a 16 GiB store): readers of segments take ``rawDigests`` instead.
+        /// on each use (8 MB for a 16 GiB store): readers of segments take their bytes (`rawDigests`) instead.
         public var sha256: String {
             get { spelling ?? StoreIndex.hex(raw ?? []) }
             set { (spelling, raw) = (newValue, nil) }
         }
-        /// The metadata's spelling (versions 1 and 2, and every writer's), or `nil` when ``raw`` holds the digests.
+        /// The metadata's spelling (versions 1 and 2, and every writer's), or `nil` when `raw` holds the digests.
         private var spelling: String?
-        /// 32 bytes a segment, as a version 3 store index holds them, or `nil` when ``spelling`` holds the digests.
+        /// 32 bytes a segment, as a version 3 store index holds them, or `nil` when `spelling` holds the digests.
         private var raw: [UInt8]?
 
         /// Digests from their concatenation, as the metadata holds them.

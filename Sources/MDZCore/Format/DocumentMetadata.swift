@@ -122,7 +122,7 @@ public struct DocumentMetadata: Codable, Sendable, Equatable {
         /// Digests a reader took from a version 3 store index are kept as their 32 raw bytes each and spelled here
         /// on each use (8 MB for a 16 GiB store): readers of segments take their bytes (`rawDigests`) instead.
         public var sha256: String {
-            get { spelling ?? StoreIndex.hex(raw ?? []) }
+            get { spelling ?? (raw ?? []).hexString }
             set { (spelling, raw) = (newValue, nil) }
         }
         /// The metadata's spelling (versions 1 and 2, and every writer's), or `nil` when `raw` holds the digests.

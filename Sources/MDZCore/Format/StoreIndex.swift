@@ -290,29 +290,6 @@ extension StoreIndex {
         hasher.update(data: digests)
         return hasher.finalize().hexString
     }
-
-    /// `bytes` in lowercase hexadecimal, two digits a byte from a table (8 MB of text in milliseconds).
-    @_spi(Core) public static func hex(_ bytes: some Collection<UInt8>) -> String {
-        let length = bytes.count * 2
-        return hexPairs.withUnsafeBufferPointer { pairs in
-            String(unsafeUninitializedCapacity: length) { text in
-                var at = 0
-                for byte in bytes {
-                    let pair = pairs[Int(byte)]
-                    text[at] = UInt8(truncatingIfNeeded: pair >> 8)
-                    text[at + 1] = UInt8(truncatingIfNeeded: pair)
-                    at += 2
-                }
-                return length
-            }
-        }
-    }
-
-    /// Each byte's two lowercase hexadecimal digits, high digit in the high byte.
-    private static let hexPairs: [UInt16] = (0..<256).map { byte in
-        let digits = Array("0123456789abcdef".utf8)
-        return UInt16(digits[byte >> 4]) << 8 | UInt16(digits[byte & 0x0F])
-    }
 }
 
 /// How errors name where a store's segment records are kept: the metadata's keys in format versions 1 and 2, the

@@ -193,6 +193,6 @@ import SystemPackage
 
     /// Segment `index`'s digest, as the metadata spells it.
     @_spi(Core) public subscript(index: Int) -> String {
-        StoreIndex.hex(bytes[(index * 32)..<(index * 32 + 32)])
+        bytes[(index * 32)..<(index * 32 + 32)].hexString
     }
 }
